@@ -1,0 +1,119 @@
+"""Split-linear benchmark: dak's one-launch split kernel against its bound and three baselines.
+
+For each weight shape (M x K), token count N and host share x it records the median
+CUDA-graph-replay time of: dak (tuned split kernel), torch (all in HBM, cuBLAS), prefetch
+(copy engine into an HBM staging buffer, overlapped), uva (whole weight read in place from
+pinned memory by cuBLAS). The bound is max((1-x) C / B_g, x C / B_h) with B_g = torch's
+effective bandwidth on the same shape and N, and B_h = copy-engine H2D bandwidth, both
+measured in this run. Writes JSON (with GPU name, git sha, command) and prints a table.
+
+    PYTHONPATH=src python benchmarks/bench_linear.py --out benchmarks/results/linear-h200.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import graph_time_ms, h2d_bandwidth, metadata, write_json  # noqa: E402
+
+from dak.baselines import PrefetchLinear, TorchLinear, UVALinear  # noqa: E402
+from dak.host import PinnedBuffer, device_matrix  # noqa: E402
+from dak.kernels.split_linear import host_link_bytes, split_linear, tma_compatible  # noqa: E402
+from dak.kernels.tuning import get_or_tune, tune_key  # noqa: E402
+from dak.nn.split_linear import host_rows_for  # noqa: E402
+
+SHAPES = {  # (M out_features, K in_features)
+    "llama2-7b.qkvo": (4096, 4096), "llama2-7b.up": (11008, 4096), "llama2-7b.down": (4096, 11008),
+    "opt-30b.qkvo": (7168, 7168), "opt-30b.fc1": (28672, 7168), "opt-30b.fc2": (7168, 28672),
+    "llama3-70b.qo": (8192, 8192), "llama3-70b.up": (28672, 8192), "llama3-70b.down": (8192, 28672),
+}
+L2_BYTES = 60 << 20
+
+
+def bench_shape(name, m, k, tokens, ratios, b_h, dtype, tune, row_tile, rows_out):
+    es = torch.empty((), dtype=dtype).element_size()
+    c = m * k * es
+    copies = max(1, math.ceil(3 * L2_BYTES / c))  # rotate weights so replays do not hit L2
+    w_gpu = [device_matrix(m, k, dtype, torch.device("cuda")) for _ in range(copies)]
+    for w in w_gpu:
+        w.normal_()
+    pinned = PinnedBuffer.from_tensor(w_gpu[0])
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    for n in tokens:
+        x = torch.randn(n, k, device="cuda").to(dtype)
+        t_torch = graph_time_ms([lambda f=TorchLinear(w, None): f(x) for w in w_gpu])
+        b_g = c / (t_torch * 1e-3)
+        uva = UVALinear(pinned.tensor, None)
+        t_uva = graph_time_ms([lambda: uva(x)])
+        for r in ratios:
+            m_h = host_rows_for(m, row_tile, host_ratio=r)
+            xr = m_h / m
+            bound = max((1 - xr) * c / b_g, xr * c / b_h) * 1e3
+            wh = pinned.tensor[:m_h]
+            parts = [(wh, w[m_h:]) for w in w_gpu]
+            out = torch.empty(n, m, device="cuda", dtype=dtype)
+            if m_h == 0:
+                t_dak, cfg = t_torch, None  # SplitLinear with no host rows calls torch's matmul
+            else:
+                key = tune_key(torch.cuda.get_device_name(), dtype, n, m_h, m - m_h, k, False)
+                tma_ok = tma_compatible(wh) and (m_h == m or tma_compatible(parts[0][1]))
+                cfg = get_or_tune(key, lambda cf: split_linear(x, *parts[0], None, cf, out=out),
+                                  n, m_h, m - m_h, k, sms, tma_ok, tune)
+                t_dak = graph_time_ms([lambda p=p: split_linear(x, *p, None, cfg, out=out) for p in parts])
+            pre = [PrefetchLinear(*p, None) for p in parts]
+            t_pre = graph_time_ms([lambda f=f: f(x) for f in pre]) if m_h else t_torch
+            del pre
+            amp = host_link_bytes(n, m_h, k, es, cfg) / (m_h * k * es) if cfg else 0.0
+            row = {
+                "shape": name, "M": m, "K": k, "N": n, "x_req": r, "x": xr, "host_rows": m_h,
+                "bytes": c, "t_dak_ms": t_dak, "t_torch_ms": t_torch, "t_prefetch_ms": t_pre,
+                "t_uva_ms": t_uva, "bound_ms": bound, "B_g": b_g, "B_h": b_h,
+                "eb_dak": c / (t_dak * 1e-3), "dak_over_bound": t_dak / bound,
+                "speedup_vs_torch": t_torch / t_dak, "speedup_vs_prefetch": t_pre / t_dak,
+                "speedup_vs_uva": t_uva / t_dak, "host_link_bytes_per_host_byte": amp,
+                "config": cfg.to_dict() if cfg else "torch",
+            }
+            rows_out.append(row)
+            print(f"{name:16s} N={n:4d} x={100*xr:6.2f}% dak {t_dak*1e3:9.1f}us bound {bound*1e3:9.1f}us "
+                  f"r={t_dak/bound:5.2f} torch {t_torch*1e3:8.1f} pre {t_pre*1e3:9.1f} uva {t_uva*1e3:9.1f} "
+                  f"EB {row['eb_dak']/1e9:7.1f}GB/s amp {amp:.0f}", flush=True)
+    pinned.free()
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--shapes", default=",".join(SHAPES), help="comma list of: " + ",".join(SHAPES))
+    ap.add_argument("--tokens", default="1,8,32,128,512")
+    ap.add_argument("--ratios", default="0,0.5,1,2,5,10,25,50,100", help="host shares in percent")
+    ap.add_argument("--dtype", default="bf16", choices=["bf16", "fp16"])
+    ap.add_argument("--row-tile", type=int, default=16)
+    ap.add_argument("--no-tune", action="store_true", help="use the heuristic config, no sweep")
+    ap.add_argument("--out", default=None, help="JSON path (default benchmarks/results/linear-<gpu>.json)")
+    a = ap.parse_args(argv)
+    if not torch.cuda.is_available():
+        sys.exit("bench_linear needs a CUDA GPU")
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[a.dtype]
+    tokens = [int(t) for t in a.tokens.split(",")]
+    ratios = [float(r) / 100 for r in a.ratios.split(",")]
+    b_h = h2d_bandwidth()
+    print(f"measured copy-engine H2D bandwidth B_h = {b_h/1e9:.1f} GB/s", flush=True)
+    rows: list[dict] = []
+    meta = metadata()
+    out = a.out or f"benchmarks/results/linear-{meta['gpu'].replace(' ', '_')}.json"
+    for s in a.shapes.split(","):
+        if s not in SHAPES:
+            sys.exit(f"unknown shape {s!r}; choose from {', '.join(SHAPES)}")
+        bench_shape(s, *SHAPES[s], tokens, ratios, b_h, dtype, not a.no_tune, a.row_tile, rows)
+        write_json(out, {"meta": meta, "B_h_copy_engine": b_h, "rows": rows})
+        torch.cuda.empty_cache()
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

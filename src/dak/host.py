@@ -1,0 +1,122 @@
+"""Pinned host storage for offloaded weight rows.
+
+`PinnedBuffer` allocates an exact-size CPU tensor and page-locks it with cudaHostRegister, so
+that GPU threads (plain loads or TMA) can read it in place over the host link. PyTorch's own
+`pin_memory()` goes through a caching allocator that rounds every block up to a power of two
+(a 2.1 GiB weight would pin 4 GiB); this module pins exactly the bytes asked for. The memory is
+unregistered and freed when the buffer object is garbage collected.
+
+`check_host_tensor` validates a user-supplied host tensor: CPU, pinned, contiguous rows and
+16-byte aligned base and row stride (what TMA requires).
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import torch
+
+from dak.runtime_env import interpreting
+
+TMA_ALIGN = 16
+_CUDA_HOST_REGISTER_PORTABLE = 1
+_CUDA_HOST_REGISTER_MAPPED = 2
+
+
+def _cudart():
+    if not torch.cuda.is_available():
+        raise RuntimeError(
+            "pinned host memory needs a CUDA GPU (torch.cuda.is_available() is False); "
+            "set TRITON_INTERPRET=1 to test on the CPU with unpinned buffers"
+        )
+    return torch.cuda.cudart()
+
+
+def _unregister(ptr: int, tensor: torch.Tensor) -> None:
+    # `tensor` is held here so the memory outlives its registration.
+    try:
+        torch.cuda.cudart().cudaHostUnregister(ptr)
+    except Exception:  # interpreter shutdown: the process is going away anyway
+        pass
+    del tensor
+
+
+def padded_cols(cols: int, dtype: torch.dtype) -> int:
+    """`cols` rounded up so one row spans a multiple of 16 bytes (TMA's stride rule)."""
+    per = max(1, TMA_ALIGN // torch.empty((), dtype=dtype).element_size())
+    return -(-cols // per) * per
+
+
+class PinnedBuffer:
+    """A page-locked CPU matrix of `shape` (rows, cols) and `dtype`, pinned at its exact size.
+
+    Rows are padded to a 16-byte stride (at most 14 bytes each) so TMA can address them;
+    `tensor` is the (rows, cols) view. Under TRITON_INTERPRET=1 without a GPU the memory is
+    ordinary CPU memory (nothing to pin).
+    """
+
+    def __init__(self, shape: tuple[int, int], dtype: torch.dtype):
+        shape = tuple(int(s) for s in shape)
+        if len(shape) != 2 or any(s < 0 for s in shape):
+            raise ValueError(f"PinnedBuffer takes a non-negative (rows, cols) shape, got {shape}")
+        rows, cols = shape
+        self._storage = torch.empty((rows, padded_cols(cols, dtype)), dtype=dtype)
+        self.tensor = self._storage[:, :cols]
+        self.nbytes = self._storage.numel() * self._storage.element_size()
+        self.pinned = False
+        if self.nbytes == 0 or (interpreting() and not torch.cuda.is_available()):
+            return
+        ptr = self._storage.data_ptr()
+        if ptr % TMA_ALIGN:
+            raise RuntimeError(f"CPU allocator returned a misaligned buffer (address % 16 = {ptr % 16})")
+        flags = _CUDA_HOST_REGISTER_PORTABLE | _CUDA_HOST_REGISTER_MAPPED
+        err = _cudart().cudaHostRegister(ptr, self.nbytes, flags)
+        if int(err) != 0:
+            raise RuntimeError(
+                f"cudaHostRegister of {self.nbytes} bytes failed with CUDA error {int(err)}; "
+                "the host may be out of lockable memory (check `ulimit -l` and free RAM)"
+            )
+        self.pinned = True
+        self._finalizer = weakref.finalize(self, _unregister, ptr, self._storage)
+
+    @classmethod
+    def from_tensor(cls, src: torch.Tensor) -> "PinnedBuffer":
+        """A pinned copy of `src` (any device); rows stay contiguous."""
+        buf = cls(tuple(src.shape), src.dtype)
+        if buf.nbytes:
+            buf.tensor.copy_(src.detach())
+        return buf
+
+    def free(self) -> None:
+        """Unregister now instead of at garbage collection (idempotent)."""
+        fin = getattr(self, "_finalizer", None)
+        if fin is not None:
+            fin()
+        self.pinned = False
+
+
+def check_host_tensor(t: torch.Tensor, name: str = "host weight") -> None:
+    """Raise ValueError unless `t` can be read in place by GPU threads and TMA."""
+    if t.device.type != "cpu":
+        raise ValueError(f"{name} must live in host memory, got a tensor on {t.device}")
+    if t.numel() == 0:
+        return
+    if t.dim() != 2 or t.stride(1) != 1:
+        raise ValueError(f"{name} must be a 2-D tensor with contiguous rows, got strides {t.stride()}")
+    if not interpreting() and not t.is_pinned():
+        raise ValueError(
+            f"{name} is pageable host memory; the GPU can only read pinned memory in place. "
+            "Use dak.host.PinnedBuffer.from_tensor(t).tensor (exact-size pinning)"
+        )
+    row_bytes = t.stride(0) * t.element_size()
+    if t.data_ptr() % TMA_ALIGN or row_bytes % TMA_ALIGN:
+        raise ValueError(
+            f"{name} must have a 16-byte aligned base address and row stride for TMA "
+            f"(address % 16 = {t.data_ptr() % 16}, row stride = {row_bytes} bytes); "
+            "copy it into a fresh dak.host.PinnedBuffer"
+        )
+
+
+def device_matrix(rows: int, cols: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """An uninitialised (rows, cols) HBM matrix whose row stride is a multiple of 16 bytes."""
+    return torch.empty((rows, padded_cols(cols, dtype)), dtype=dtype, device=device)[:, :cols]

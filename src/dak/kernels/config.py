@@ -1,0 +1,109 @@
+"""Launch configuration of the split-linear kernel, and the heuristics that pick one.
+
+A `KernelConfig` is a frozen value decided on the host before launch (and before any CUDA
+graph capture). Wave alignment: the persistent grid gives each program the same number of
+row tiles (to within one), so no program runs a final, mostly idle round.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+MAX_DECODE_TOKENS = 64  # up to this many tokens, one program covers all of them: no re-reads
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def next_pow2(n: int) -> int:
+    return 1 << max(0, (int(n) - 1).bit_length())
+
+
+@dataclass(frozen=True)
+class KernelConfig:
+    """Meta-parameters of one split-linear launch.
+
+    block_m/block_n/block_k: tile of weight rows, tokens and reduction columns.
+    host_programs: programs that read only host (pinned) rows; the in-flight cap on the link.
+    hbm_programs: programs that read only HBM rows.
+    num_stages: software-pipeline depth (loads in flight per program).
+    host_tma / hbm_tma: load that side's tiles with TMA (TensorDescriptor) instead of plain loads.
+    """
+
+    block_m: int = 32
+    block_n: int = 16
+    block_k: int = 256
+    num_warps: int = 4
+    num_stages: int = 3
+    host_programs: int = 16
+    hbm_programs: int = 264
+    host_tma: bool = False
+    hbm_tma: bool = False
+
+    def __post_init__(self):
+        for f in ("block_m", "block_n", "block_k"):
+            v = getattr(self, f)
+            if v < 16 or v & (v - 1):
+                raise ValueError(f"{f} must be a power of two >= 16, got {v}")
+        if self.host_programs < 0 or self.hbm_programs < 0:
+            raise ValueError("program counts must be non-negative")
+        if self.num_stages < 1 or self.num_warps not in (1, 2, 4, 8, 16):
+            raise ValueError(f"bad num_stages/num_warps: {self.num_stages}/{self.num_warps}")
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def balanced_programs(tiles: int, max_programs: int) -> int:
+    """Fewest programs that keep `tiles` in the same number of rounds as `max_programs` would.
+
+    With w = ceil(tiles / max_programs) rounds, ceil(tiles / w) programs each get w or w-1
+    tiles: the last round is as full as it can be (wave/tail alignment).
+    """
+    if tiles <= 0:
+        return 0
+    max_programs = max(1, max_programs)
+    rounds = cdiv(tiles, max_programs)
+    return cdiv(tiles, rounds)
+
+
+def block_n_for(n_tokens: int) -> int:
+    """Token tile: all tokens at once up to MAX_DECODE_TOKENS (tl.dot needs at least 16)."""
+    return max(16, min(next_pow2(max(n_tokens, 1)), MAX_DECODE_TOKENS))
+
+
+def pick_block_k(k: int) -> int:
+    return max(16, min(256, next_pow2(k)))
+
+
+def finalize(cfg: KernelConfig, m_host: int, m_hbm: int, sms: int, hbm_occupancy: int = 2) -> KernelConfig:
+    """Clamp program counts to the tiles that exist and balance them (wave alignment)."""
+    host_tiles = cdiv(m_host, cfg.block_m)
+    hbm_tiles = cdiv(m_hbm, cfg.block_m)
+    host = balanced_programs(host_tiles, cfg.host_programs or 1)
+    hbm_cap = cfg.hbm_programs or sms * hbm_occupancy
+    hbm = balanced_programs(hbm_tiles, hbm_cap)
+    return replace(cfg, host_programs=host, hbm_programs=hbm)
+
+
+def heuristic_config(n_tokens: int, m_host: int, m_hbm: int, k: int, sms: int, tma_ok: bool) -> KernelConfig:
+    """A sensible untuned configuration (the starting point of the sweep)."""
+    block_n = block_n_for(n_tokens)
+    m_total = m_host + m_hbm
+    # Small matrices want small row tiles so that every SM gets work.
+    block_m = 32 if cdiv(m_total, 64) >= 2 * sms else 16
+    if block_n >= 64:
+        block_m = max(block_m, 32)
+    cfg = KernelConfig(
+        block_m=block_m,
+        block_n=block_n,
+        block_k=pick_block_k(k),
+        num_warps=4,
+        num_stages=3 if block_n <= 32 else 2,
+        host_programs=16,
+        hbm_programs=2 * sms,
+        host_tma=False,
+        hbm_tma=False,
+    )
+    return finalize(cfg, m_host, m_hbm, sms)

@@ -1,0 +1,179 @@
+"""Split linear: Y = X @ W^T + b with W's rows split between pinned host memory and HBM.
+
+W (M x K) is cut along its output rows: rows [0, M_H) live in pinned host memory (`w_host`),
+rows [M_H, M) in HBM (`w_hbm`). One persistent launch computes all of Y (N x M):
+programs [0, P_h) ("host programs") walk the host row tiles and read them over the host link
+(plain loads or TMA); programs [P_h, P_h + P_g) walk the HBM row tiles. Each program writes its
+own output columns, so there is no cross-program reduction. For N <= block_n (decode) a
+program covers every token at once, so each host weight byte crosses the link exactly once;
+for larger N the program loops over token blocks and re-reads its row tile once per block
+(read amplification ceil(N / block_n), removed by a later kernel).
+
+Shapes and dtypes: x (N, K), w_host (M_H, K), w_hbm (M - M_H, K), bias (M,) or None, out (N, M);
+all bf16 or all fp16, accumulation in fp32.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+from triton.tools.tensor_descriptor import TensorDescriptor
+
+from dak.kernels.config import KernelConfig, cdiv
+from dak.runtime_env import KERNEL_DTYPES, interpreting
+
+
+@triton.jit
+def _row_tile(x_ptr, w_ptr, w_desc, b_ptr, y_ptr, row0, n_rows, out_row0, N, K,
+              stride_xn, stride_xk, stride_wm, stride_yn, stride_ym,
+              HAS_BIAS: tl.constexpr, USE_TMA: tl.constexpr, EVEN_K: tl.constexpr,
+              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+              NUM_STAGES: tl.constexpr, DOT_F32: tl.constexpr):
+    """Y[:, out_row0 + row0 : +BLOCK_M] for rows [row0, row0 + BLOCK_M) of one weight buffer."""
+    offs_m = row0 + tl.arange(0, BLOCK_M)
+    mask_m = offs_m < n_rows
+    offs_kb = tl.arange(0, BLOCK_K)
+    if HAS_BIAS:
+        bias = tl.load(b_ptr + out_row0 + offs_m, mask=mask_m, other=0.0).to(tl.float32)
+    for n0 in range(0, N, BLOCK_N):
+        offs_n = n0 + tl.arange(0, BLOCK_N)
+        mask_n = offs_n < N
+        acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+        for k0 in tl.range(0, K, BLOCK_K, num_stages=NUM_STAGES):
+            offs_k = k0 + offs_kb
+            x_ptrs = x_ptr + offs_n[:, None] * stride_xn + offs_k[None, :] * stride_xk
+            if EVEN_K:
+                x = tl.load(x_ptrs, mask=mask_n[:, None], other=0.0)
+            else:
+                x = tl.load(x_ptrs, mask=mask_n[:, None] & (offs_k[None, :] < K), other=0.0)
+            if USE_TMA:
+                w = w_desc.load([row0, k0])
+            else:
+                w_ptrs = w_ptr + offs_m[:, None] * stride_wm + offs_k[None, :]
+                if EVEN_K:
+                    w = tl.load(w_ptrs, mask=mask_m[:, None], other=0.0)
+                else:
+                    w = tl.load(w_ptrs, mask=mask_m[:, None] & (offs_k[None, :] < K), other=0.0)
+            if DOT_F32:  # Triton 3.6's interpreter mis-computes bf16 tl.dot: upcast there only
+                acc = tl.dot(x.to(tl.float32), tl.trans(w.to(tl.float32)), acc, input_precision="ieee")
+            else:
+                acc = tl.dot(x, tl.trans(w), acc)
+        if HAS_BIAS:
+            acc += bias[None, :]
+        y_ptrs = y_ptr + offs_n[:, None] * stride_yn + (out_row0 + offs_m)[None, :] * stride_ym
+        tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=mask_n[:, None] & mask_m[None, :])
+
+
+@triton.jit
+def _split_linear_kernel(
+    # pointers (and TMA descriptors, or the same pointers when TMA is off)
+    x_ptr, wh_ptr, wh_desc, wg_ptr, wg_desc, b_ptr, y_ptr,
+    # sizes: tokens, reduction, host rows, HBM rows
+    N, K, M_H, M_G,
+    # strides
+    stride_xn, stride_xk, stride_whm, stride_wgm, stride_yn, stride_ym,
+    # persistent grid split
+    HOST_PROGS, HBM_PROGS,
+    # meta-parameters
+    HAS_BIAS: tl.constexpr, HOST_TMA: tl.constexpr, HBM_TMA: tl.constexpr, EVEN_K: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, NUM_STAGES: tl.constexpr,
+    DOT_F32: tl.constexpr,
+):
+    pid = tl.program_id(0)
+    if pid < HOST_PROGS:
+        for t in range(pid, tl.cdiv(M_H, BLOCK_M), HOST_PROGS):
+            _row_tile(x_ptr, wh_ptr, wh_desc, b_ptr, y_ptr, t * BLOCK_M, M_H, 0, N, K,
+                      stride_xn, stride_xk, stride_whm, stride_yn, stride_ym,
+                      HAS_BIAS, HOST_TMA, EVEN_K, BLOCK_M, BLOCK_N, BLOCK_K, NUM_STAGES, DOT_F32)
+    else:
+        for t in range(pid - HOST_PROGS, tl.cdiv(M_G, BLOCK_M), HBM_PROGS):
+            _row_tile(x_ptr, wg_ptr, wg_desc, b_ptr, y_ptr, t * BLOCK_M, M_G, M_H, N, K,
+                      stride_xn, stride_xk, stride_wgm, stride_yn, stride_ym,
+                      HAS_BIAS, HBM_TMA, EVEN_K, BLOCK_M, BLOCK_N, BLOCK_K, NUM_STAGES, DOT_F32)
+
+
+def tma_compatible(w: torch.Tensor) -> bool:
+    """TMA needs a 16-byte aligned base, 16-byte aligned row stride and unit column stride."""
+    es = w.element_size()
+    return (w.numel() > 0 and w.stride(1) == 1 and w.data_ptr() % 16 == 0
+            and (w.stride(0) * es) % 16 == 0 and w.shape[1] * es >= 16)
+
+
+def _descriptor(w: torch.Tensor, cfg: KernelConfig):
+    return TensorDescriptor(w, list(w.shape), [w.stride(0), 1], [cfg.block_m, cfg.block_k])
+
+
+def check_split_args(x, w_host, w_hbm, bias, out):
+    """Validate launcher inputs; return (N, K, M_H, M_G). Raises ValueError saying what to fix."""
+    if x.dim() != 2:
+        raise ValueError(f"x must be 2-D (tokens, in_features), got shape {tuple(x.shape)}")
+    if x.dtype not in KERNEL_DTYPES:
+        raise ValueError(f"x has dtype {x.dtype}; split kernels support torch.bfloat16 and torch.float16")
+    if not x.is_contiguous():
+        raise ValueError(f"x must be contiguous (strides {x.stride()}); call x.contiguous() first")
+    n, k = x.shape
+    for name, w in (("w_host", w_host), ("w_hbm", w_hbm)):
+        if w.dim() != 2 or w.shape[1] != k:
+            raise ValueError(f"{name} must be (rows, {k}) to match x's in_features, got {tuple(w.shape)}")
+        if w.dtype != x.dtype:
+            raise ValueError(f"{name} dtype {w.dtype} differs from x dtype {x.dtype}; cast one of them")
+        if w.numel() and w.stride(1) != 1:
+            raise ValueError(f"{name} rows must be contiguous, got strides {w.stride()}")
+    if w_host.numel() and w_host.device.type != "cpu":
+        raise ValueError(f"w_host must be in pinned host memory, got a tensor on {w_host.device}")
+    if not interpreting():
+        if x.device.type != "cuda":
+            raise ValueError(f"x must be on the GPU, got {x.device}")
+        if w_host.numel() and not w_host.is_pinned():
+            raise ValueError("w_host is pageable; pin it with dak.host.PinnedBuffer.from_tensor")
+        if w_hbm.numel() and w_hbm.device != x.device:
+            raise ValueError(f"w_hbm is on {w_hbm.device} but x is on {x.device}")
+    m = w_host.shape[0] + w_hbm.shape[0]
+    if bias is not None and (bias.shape != (m,) or bias.dtype != x.dtype or bias.device != x.device):
+        raise ValueError(f"bias must be ({m},) {x.dtype} on {x.device}, got {tuple(bias.shape)} "
+                         f"{bias.dtype} on {bias.device}")
+    if out is not None and (out.shape != (n, m) or out.dtype != x.dtype or out.device != x.device
+                            or not out.is_contiguous()):
+        raise ValueError(f"out must be a contiguous ({n}, {m}) {x.dtype} tensor on {x.device}")
+    return n, k, w_host.shape[0], w_hbm.shape[0]
+
+
+def split_linear(x: torch.Tensor, w_host: torch.Tensor, w_hbm: torch.Tensor, bias: torch.Tensor | None,
+                 cfg: KernelConfig, out: torch.Tensor | None = None) -> torch.Tensor:
+    """Y = x @ cat(w_host, w_hbm)^T + bias, in one launch. Returns `out` (allocated if None).
+
+    `cfg` must come from `dak.kernels.config.finalize` / the tuner for these row counts.
+    """
+    n, k, m_h, m_g = check_split_args(x, w_host, w_hbm, bias, out)
+    if out is None:
+        out = torch.empty((n, m_h + m_g), dtype=x.dtype, device=x.device)
+    if n == 0 or m_h + m_g == 0:
+        return out
+    if (m_h and cfg.host_programs < 1) or (m_g and cfg.hbm_programs < 1):
+        raise ValueError(f"config {cfg} has no programs for a side that has rows; use finalize()")
+    host_progs = cfg.host_programs if m_h else 0
+    hbm_progs = cfg.hbm_programs if m_g else 0
+    wh = w_host if m_h else w_hbm
+    wg = w_hbm if m_g else w_host
+    host_tma = bool(cfg.host_tma and m_h and tma_compatible(w_host))
+    hbm_tma = bool(cfg.hbm_tma and m_g and tma_compatible(w_hbm))
+    wh_desc = _descriptor(w_host, cfg) if host_tma else wh
+    wg_desc = _descriptor(w_hbm, cfg) if hbm_tma else wg
+    grid = (host_progs + hbm_progs,)
+    _split_linear_kernel[grid](
+        x, wh, wh_desc, wg, wg_desc, bias if bias is not None else x, out,
+        n, k, m_h, m_g,
+        x.stride(0), x.stride(1), wh.stride(0), wg.stride(0), out.stride(0), out.stride(1),
+        host_progs, max(hbm_progs, 1),
+        HAS_BIAS=bias is not None, HOST_TMA=host_tma, HBM_TMA=hbm_tma,
+        EVEN_K=k % cfg.block_k == 0,
+        BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k, NUM_STAGES=cfg.num_stages, DOT_F32=interpreting(),
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+    )
+    return out
+
+
+def host_link_bytes(n: int, m_host: int, k: int, elem: int, cfg: KernelConfig) -> int:
+    """Bytes the launch pulls over the host link: each host row tile once per token block."""
+    return m_host * k * elem * cdiv(max(n, 1), cfg.block_n)

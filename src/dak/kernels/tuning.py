@@ -1,0 +1,156 @@
+"""Pick split-linear launch configs by a short timed sweep, cached in memory and on disk.
+
+The sweep is coordinate descent from `heuristic_config`: one knob at a time (host load path,
+host programs = the in-flight cap on the link, row tile, pipeline depth, HBM programs, HBM
+load path, reduction tile, warps), keeping whatever is fastest. It runs before first use for a
+(GPU, dtype, token bucket, M_H, M_G, K, bias) key and never inside CUDA graph capture.
+The disk cache lives in $DAK_CACHE_DIR (default ~/.cache/dak)/split_linear.json.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+from dataclasses import replace
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from dak.kernels.config import KernelConfig, block_n_for, finalize, heuristic_config, next_pow2
+
+_MEMORY: dict[str, KernelConfig] = {}
+
+
+def cache_path() -> Path:
+    root = os.environ.get("DAK_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "dak")
+    return Path(root) / "split_linear.json"
+
+
+def token_bucket(n: int) -> int:
+    """Tokens are tuned per bucket: the decode token tile up to 64, then powers of two."""
+    return block_n_for(n) if n <= 64 else next_pow2(n)
+
+
+def tune_key(gpu: str, dtype: torch.dtype, n: int, m_h: int, m_g: int, k: int, bias: bool) -> str:
+    return f"{gpu}|{str(dtype).removeprefix('torch.')}|n{token_bucket(n)}|mh{m_h}|mg{m_g}|k{k}|b{int(bias)}"
+
+
+def _load_disk() -> dict:
+    try:
+        return json.loads(cache_path().read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _save_disk(key: str, cfg: KernelConfig) -> None:
+    path = cache_path()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        data = _load_disk()
+        data[key] = cfg.to_dict()
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a read-only home only costs a re-tune next time
+
+
+def cached(key: str) -> KernelConfig | None:
+    if key in _MEMORY:
+        return _MEMORY[key]
+    raw = _load_disk().get(key)
+    if raw is not None:
+        try:
+            _MEMORY[key] = KernelConfig(**raw)
+        except (TypeError, ValueError):
+            return None
+    return _MEMORY.get(key)
+
+
+def time_launch(fn: Callable[[], object], min_ms: float = 20.0, max_reps: int = 50) -> float:
+    """Median milliseconds of `fn` on the current stream, timed with CUDA events."""
+    fn()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    end.record()
+    end.synchronize()
+    first = max(start.elapsed_time(end), 1e-3)
+    reps = int(min(max_reps, max(3, min_ms / first)))
+    times = []
+    for _ in range(reps):
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def _knobs(n: int, m_h: int, m_g: int, sms: int, tma_ok: bool):
+    if n > 64:
+        yield "block_n", [64, 128]
+    if m_h and tma_ok:
+        yield "host_tma", [False, True]
+    if m_h:
+        yield "host_programs", [4, 8, 16, 32, 64]
+    yield "block_m", [16, 32, 64]
+    yield "num_stages", [2, 3, 4, 5]
+    if m_g:
+        yield "hbm_programs", [sms, 2 * sms, 3 * sms, 4 * sms]
+        if tma_ok:
+            yield "hbm_tma", [False, True]
+    yield "block_k", [64, 128, 256]
+    yield "num_warps", [4, 8]
+
+
+def sweep(run: Callable[[KernelConfig], object], n: int, m_h: int, m_g: int, k: int,
+          sms: int, tma_ok: bool) -> tuple[KernelConfig, list[tuple[dict, float]]]:
+    """Coordinate-descent sweep; `run(cfg)` launches the kernel once. Returns (best, trials)."""
+    if torch.cuda.is_current_stream_capturing():
+        raise RuntimeError("split-linear tuning cannot run inside CUDA graph capture; "
+                           "call prepare() before capturing")
+    best = heuristic_config(n, m_h, m_g, k, sms, tma_ok)
+    seen: dict[KernelConfig, float] = {}
+
+    def measure(cfg: KernelConfig) -> float:
+        cfg = finalize(cfg, m_h, m_g, sms)
+        if cfg not in seen:
+            try:
+                seen[cfg] = time_launch(lambda: run(cfg))
+            except Exception as exc:  # a config the compiler rejects (e.g. out of shared memory)
+                if "out of resource" not in str(exc).lower() and "OutOfResources" not in type(exc).__name__:
+                    raise
+                seen[cfg] = float("inf")
+        return seen[cfg]
+
+    best_t = measure(best)
+    best = finalize(best, m_h, m_g, sms)
+    for name, values in _knobs(n, m_h, m_g, sms, tma_ok):
+        for v in values:
+            if v == getattr(best, name):
+                continue
+            cand = replace(best, **{name: v})
+            t = measure(cand)
+            if t < best_t * 0.995:
+                best, best_t = finalize(cand, m_h, m_g, sms), t
+    trials = [(c.to_dict(), t) for c, t in seen.items()]
+    return best, trials
+
+
+def get_or_tune(key: str, run: Callable[[KernelConfig], object], n: int, m_h: int, m_g: int, k: int,
+                sms: int, tma_ok: bool, tune: bool) -> KernelConfig:
+    """The cached config for `key`, else a swept one (tune=True) or the heuristic."""
+    hit = cached(key)
+    if hit is not None:
+        return hit
+    if tune:
+        cfg, _ = sweep(run, n, m_h, m_g, k, sms, tma_ok)
+        _save_disk(key, cfg)
+    else:
+        cfg = heuristic_config(n, m_h, m_g, k, sms, tma_ok)
+    _MEMORY[key] = cfg
+    return cfg

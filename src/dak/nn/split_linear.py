@@ -1,0 +1,154 @@
+"""`SplitLinear`: a drop-in for `nn.Linear` whose weight rows live partly in pinned host memory.
+
+Rows [0, m_h) of the (out_features, in_features) weight are kept in an exact-size pinned host
+buffer, rows [m_h, out_features) in HBM; m_h is a multiple of `row_tile` (or all rows). One
+Triton launch computes the whole output (see dak.kernels.split_linear). With m_h = 0 the
+module calls torch's own matmul on the HBM weight, which is the fastest all-HBM path.
+
+Launch configs are chosen per token bucket by a short sweep (`tune=True`) or a heuristic,
+before first use; `prepare(n_tokens)` does it explicitly. Inside CUDA graph capture the module
+only launches: an unprepared token bucket there is an error, never a silent tune.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from dak.host import PinnedBuffer, device_matrix
+from dak.kernels.config import KernelConfig
+from dak.runtime_env import KERNEL_DTYPES, gpu_name, kernel_device, sm_count
+
+
+def host_rows_for(out_features: int, row_tile: int, host_ratio: float | None = None,
+                  host_rows: int | None = None) -> int:
+    """Host row count: the request rounded up to whole `row_tile`s, capped at out_features."""
+    if (host_ratio is None) == (host_rows is None):
+        raise ValueError("give exactly one of host_ratio (a fraction in [0, 1]) or host_rows")
+    if row_tile < 1:
+        raise ValueError(f"row_tile must be >= 1, got {row_tile}")
+    if host_ratio is not None:
+        if not isinstance(host_ratio, (int, float)) or not 0.0 <= float(host_ratio) <= 1.0 \
+                or math.isnan(float(host_ratio)):
+            raise ValueError(f"host_ratio must be a fraction in [0, 1], got {host_ratio!r}")
+        want = float(host_ratio) * out_features
+    else:
+        if isinstance(host_rows, bool) or not isinstance(host_rows, int) or not 0 <= host_rows <= out_features:
+            raise ValueError(f"host_rows must be an integer in [0, {out_features}], got {host_rows!r}")
+        want = host_rows
+    rows = math.ceil(want / row_tile - 1e-9) * row_tile
+    return min(out_features, max(0, rows))
+
+
+class SplitLinear(nn.Module):
+    """y = x @ W^T + b with W split by rows between pinned host memory and HBM.
+
+    x: (..., in_features), bf16 or fp16, contiguous, on the GPU; returns (..., out_features) in
+    x's dtype, accumulated in fp32.
+    """
+
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None = None, *,
+                 host_ratio: float | None = None, host_rows: int | None = None,
+                 row_tile: int = 64, tune: bool = True):
+        super().__init__()
+        if weight.dim() != 2:
+            raise ValueError(f"weight must be 2-D (out_features, in_features), got {tuple(weight.shape)}")
+        if weight.dtype not in KERNEL_DTYPES:
+            raise ValueError(f"weight dtype {weight.dtype} is not supported: use torch.bfloat16 or "
+                             "torch.float16 (e.g. weight.to(torch.bfloat16))")
+        if bias is not None and (bias.shape != (weight.shape[0],)):
+            raise ValueError(f"bias must have shape ({weight.shape[0]},), got {tuple(bias.shape)}")
+        device = kernel_device()
+        self.out_features, self.in_features = weight.shape
+        self.dtype = weight.dtype
+        self.host_rows = host_rows_for(self.out_features, row_tile, host_ratio, host_rows)
+        self.row_tile = row_tile
+        self.tune = tune
+        m_h = self.host_rows
+        self._host = PinnedBuffer.from_tensor(weight[:m_h])
+        w_hbm = device_matrix(self.out_features - m_h, self.in_features, self.dtype, device)
+        w_hbm.copy_(weight[m_h:].detach())
+        self.register_buffer("w_hbm", w_hbm, persistent=False)
+        b = None if bias is None else bias.detach().to(device=device, dtype=self.dtype).contiguous()
+        self.register_buffer("bias", b, persistent=False)
+        self._configs: dict[int, KernelConfig] = {}
+        self._gpu = gpu_name(device)
+        self._sms = sm_count(device)
+
+    @classmethod
+    def from_linear(cls, linear: nn.Linear, **kw) -> "SplitLinear":
+        """Split an existing nn.Linear (its weight is copied; the Linear can then be freed)."""
+        return cls(linear.weight.data, None if linear.bias is None else linear.bias.data, **kw)
+
+    @property
+    def w_host(self) -> torch.Tensor:
+        """The pinned (host_rows, in_features) part of the weight."""
+        return self._host.tensor
+
+    @property
+    def host_ratio(self) -> float:
+        return self.host_rows / self.out_features if self.out_features else 0.0
+
+    def full_weight(self) -> torch.Tensor:
+        """The whole weight gathered on the HBM device (a copy; for checks, not the hot path)."""
+        return torch.cat([self.w_host.to(self.w_hbm.device), self.w_hbm], dim=0)
+
+    def _launch(self, x2: torch.Tensor, cfg: KernelConfig, out: torch.Tensor | None = None):
+        from dak.kernels.split_linear import split_linear
+        return split_linear(x2, self.w_host, self.w_hbm, self.bias, cfg, out=out)
+
+    def prepare(self, n_tokens: int) -> KernelConfig | None:
+        """Choose (and cache) the launch config for `n_tokens`, compiling the kernel. Not in capture."""
+        from dak.kernels.split_linear import tma_compatible
+        from dak.kernels.tuning import get_or_tune, token_bucket, tune_key
+        if self.host_rows == 0:
+            return None
+        bucket = token_bucket(n_tokens)
+        if bucket in self._configs:
+            return self._configs[bucket]
+        if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
+            raise RuntimeError(
+                f"SplitLinear({self.in_features}->{self.out_features}) was not prepared for "
+                f"{n_tokens} tokens before CUDA graph capture; call .prepare({n_tokens}) or run "
+                "one forward with that many tokens outside capture first")
+        x = torch.randn(n_tokens, self.in_features, device=self.w_hbm.device).to(self.dtype)
+        out = torch.empty(n_tokens, self.out_features, device=x.device, dtype=self.dtype)
+        tma_ok = tma_compatible(self.w_host) and (self.w_hbm.numel() == 0 or tma_compatible(self.w_hbm))
+        key = tune_key(self._gpu, self.dtype, n_tokens, self.host_rows,
+                       self.out_features - self.host_rows, self.in_features, self.bias is not None)
+        tune = self.tune and x.device.type == "cuda"
+        cfg = get_or_tune(key, lambda c: self._launch(x, c, out), n_tokens, self.host_rows,
+                          self.out_features - self.host_rows, self.in_features, self._sms, tma_ok, tune)
+        self._launch(x, cfg, out)  # compile now, outside any capture
+        self._configs[bucket] = cfg
+        return cfg
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[-1] != self.in_features:
+            raise ValueError(f"expected input (..., {self.in_features}), got {tuple(x.shape)}")
+        if x.dtype != self.dtype:
+            raise ValueError(f"input dtype {x.dtype} differs from the weight dtype {self.dtype}; "
+                             f"cast the input with x.to({self.dtype})")
+        if not x.is_contiguous():
+            raise ValueError(f"input must be contiguous (strides {x.stride()}); call x.contiguous()")
+        if x.device != self.w_hbm.device:
+            raise ValueError(f"input is on {x.device}, the module on {self.w_hbm.device}")
+        from dak.kernels.tuning import token_bucket
+        lead = x.shape[:-1]
+        x2 = x.reshape(-1, self.in_features)
+        if self.host_rows == 0:
+            y = F.linear(x2, self.w_hbm, self.bias)
+        else:
+            cfg = self._configs.get(token_bucket(x2.shape[0]))
+            if cfg is None:
+                cfg = self.prepare(x2.shape[0])
+            y = self._launch(x2, cfg)
+        return y.reshape(*lead, self.out_features)
+
+    def extra_repr(self) -> str:
+        return (f"in_features={self.in_features}, out_features={self.out_features}, "
+                f"bias={self.bias is not None}, host_rows={self.host_rows} "
+                f"({100 * self.host_ratio:.1f}%), dtype={self.dtype}")

@@ -1,0 +1,104 @@
+"""The split-linear kernel under TRITON_INTERPRET=1 against a float32 reference (CPU)."""
+
+import os
+
+import pytest
+import torch
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+if os.environ["TRITON_INTERPRET"] != "1" and not torch.cuda.is_available():
+    pytest.skip("needs TRITON_INTERPRET=1 or a GPU", allow_module_level=True)
+
+from dak.host import PinnedBuffer, device_matrix  # noqa: E402
+from dak.kernels.config import KernelConfig, block_n_for, finalize  # noqa: E402
+from dak.kernels.split_linear import split_linear  # noqa: E402
+from dak.runtime_env import kernel_device  # noqa: E402
+
+TOL = {torch.bfloat16: 1e-2, torch.float16: 2e-3}
+DEV = kernel_device()
+
+
+def _split_case(m, k, n, m_h, dtype, bias, host_tma, hbm_tma, block_m=16, block_k=32, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    w = torch.randn(m, k, generator=g)
+    x = torch.randn(n, k, generator=g)
+    b = torch.randn(m, generator=g) if bias else None
+    ref = x.to(dtype).double() @ w.to(dtype).double().T
+    if bias:
+        ref = ref + b.to(dtype).double()
+    wh = PinnedBuffer.from_tensor(w[:m_h].to(dtype))
+    wg = device_matrix(m - m_h, k, dtype, DEV)
+    wg.copy_(w[m_h:].to(dtype))
+    cfg = finalize(KernelConfig(block_m=block_m, block_n=block_n_for(n), block_k=block_k,
+                                host_programs=2, hbm_programs=3, host_tma=host_tma, hbm_tma=hbm_tma),
+                   m_h, m - m_h, sms=4)
+    out = torch.full((n, m), float("nan"), dtype=dtype, device=DEV)  # poisoned
+    res = split_linear(x.to(dtype).to(DEV), wh.tensor, wg, None if b is None else b.to(dtype).to(DEV),
+                       cfg, out=out)
+    assert res is out
+    assert not out.isnan().any(), "some outputs were never written"
+    err = ((out.double().cpu() - ref).norm() / ref.norm()).item()
+    assert err < TOL[dtype], f"rel err {err} for m={m} k={k} n={n} m_h={m_h} {dtype}"
+
+
+@pytest.mark.parametrize("n", [1, 3, 17, 64, 130])
+@pytest.mark.parametrize("frac", [0.0, 0.4, 1.0])
+def test_split_linear_matches_reference(n, frac):
+    m, k = 77, 72  # neither a multiple of the row tile nor of the reduction tile
+    m_h = round(frac * m)
+    for i, dtype in enumerate((torch.bfloat16, torch.float16)):
+        _split_case(m, k, n, m_h, dtype, bias=(n + i) % 2 == 0, host_tma=False, hbm_tma=False,
+                    seed=n * 10 + i)
+
+
+@pytest.mark.parametrize("n,m,k,m_h", [(1, 50, 40, 20), (17, 33, 56, 33), (130, 45, 24, 0), (3, 64, 64, 32)])
+def test_tma_path_matches_reference(n, m, k, m_h):
+    for dtype in (torch.bfloat16, torch.float16):
+        _split_case(m, k, n, m_h, dtype, bias=True, host_tma=True, hbm_tma=True, seed=m + n)
+
+
+def test_odd_k_and_block_sizes():
+    _split_case(37, 13, 5, 16, torch.bfloat16, bias=False, host_tma=True, hbm_tma=True, block_m=32, block_k=16)
+    _split_case(100, 100, 2, 64, torch.float16, bias=True, host_tma=False, hbm_tma=True, block_m=64, block_k=64)
+
+
+def test_fresh_inputs_change_outputs():
+    """Guards against a kernel that ignores its inputs (e.g. a cached or constant result)."""
+    dtype = torch.float16
+    wh = PinnedBuffer.from_tensor(torch.randn(16, 32).to(dtype))
+    wg = device_matrix(16, 32, dtype, DEV)
+    wg.copy_(torch.randn(16, 32))
+    cfg = finalize(KernelConfig(block_m=16, block_k=32), 16, 16, sms=4)
+    y1 = split_linear(torch.randn(2, 32).to(dtype), wh.tensor, wg, None, cfg)
+    y2 = split_linear(torch.randn(2, 32).to(dtype), wh.tensor, wg, None, cfg)
+    assert not torch.equal(y1, y2)
+
+
+def _parts(dtype=torch.bfloat16):
+    wh = PinnedBuffer.from_tensor(torch.randn(16, 32).to(dtype)).tensor
+    wg = device_matrix(16, 32, dtype, DEV)
+    return wh, wg
+
+
+@pytest.mark.parametrize("mutate,match", [
+    (lambda x, wh, wg, b: (x.float(), wh, wg, b), "dtype"),
+    (lambda x, wh, wg, b: (x.half(), wh, wg, b), "dtype"),
+    (lambda x, wh, wg, b: (x.t().contiguous().t(), wh, wg, b), "contiguous"),
+    (lambda x, wh, wg, b: (x[:, :31].contiguous(), wh, wg, b), "in_features"),
+    (lambda x, wh, wg, b: (x, wh, wg, b[:5]), "bias"),
+    (lambda x, wh, wg, b: (x[None], wh, wg, b), "2-D"),
+])
+def test_launcher_rejects_bad_input(mutate, match):
+    wh, wg = _parts()
+    x = torch.randn(4, 32).to(torch.bfloat16)
+    b = torch.randn(32).to(torch.bfloat16)
+    cfg = finalize(KernelConfig(block_m=16, block_k=32), 16, 16, sms=4)
+    args = mutate(x, wh, wg, b)
+    with pytest.raises(ValueError, match=match):
+        split_linear(*args, cfg)
+
+
+def test_bad_config_values():
+    for kw in ({"block_m": 24}, {"block_k": 8}, {"num_stages": 0}, {"host_programs": -1}):
+        with pytest.raises(ValueError):
+            KernelConfig(**kw)
