@@ -25,7 +25,8 @@ from common import graph_time_ms, h2d_bandwidth, metadata, write_json  # noqa: E
 from dak.baselines import PrefetchLinear, TorchLinear, UVALinear  # noqa: E402
 from dak.host import PinnedBuffer, device_matrix  # noqa: E402
 from dak.kernels.split_linear import host_link_bytes, split_linear, tma_compatible  # noqa: E402
-from dak.kernels.tuning import get_or_tune, tune_key  # noqa: E402
+from dak.kernels.config import heuristic_config  # noqa: E402
+from dak.kernels.tuning import sweep  # noqa: E402
 from dak.nn.split_linear import host_rows_for  # noqa: E402
 
 SHAPES = {  # (M out_features, K in_features)
@@ -58,13 +59,17 @@ def bench_shape(name, m, k, tokens, ratios, b_h, dtype, tune, row_tile, rows_out
             wh = pinned.tensor[:m_h]
             parts = [(wh, w[m_h:]) for w in w_gpu]
             out = torch.empty(n, m, device="cuda", dtype=dtype)
+            trials = []
             if m_h == 0:
                 t_dak, cfg = t_torch, None  # SplitLinear with no host rows calls torch's matmul
             else:
-                key = tune_key(torch.cuda.get_device_name(), dtype, n, m_h, m - m_h, k, False)
                 tma_ok = tma_compatible(wh) and (m_h == m or tma_compatible(parts[0][1]))
-                cfg = get_or_tune(key, lambda cf: split_linear(x, *parts[0], None, cf, out=out),
-                                  n, m_h, m - m_h, k, sms, tma_ok, tune)
+                trials = []
+                if tune:
+                    cfg, trials = sweep(lambda cf: split_linear(x, *parts[0], None, cf, out=out),
+                                        n, m_h, m - m_h, k, sms, tma_ok)
+                else:
+                    cfg = heuristic_config(n, m_h, m - m_h, k, sms, tma_ok)
                 t_dak = graph_time_ms([lambda p=p: split_linear(x, *p, None, cfg, out=out) for p in parts])
             pre = [PrefetchLinear(*p, None) for p in parts]
             t_pre = graph_time_ms([lambda f=f: f(x) for f in pre]) if m_h else t_torch
@@ -78,6 +83,7 @@ def bench_shape(name, m, k, tokens, ratios, b_h, dtype, tune, row_tile, rows_out
                 "speedup_vs_torch": t_torch / t_dak, "speedup_vs_prefetch": t_pre / t_dak,
                 "speedup_vs_uva": t_uva / t_dak, "host_link_bytes_per_host_byte": amp,
                 "config": cfg.to_dict() if cfg else "torch",
+                "sweep": sorted(trials, key=lambda t: t[1])[:6] if m_h else [],
             }
             rows_out.append(row)
             print(f"{name:16s} N={n:4d} x={100*xr:6.2f}% dak {t_dak*1e3:9.1f}us bound {bound*1e3:9.1f}us "
