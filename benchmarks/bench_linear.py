@@ -20,7 +20,9 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import graph_time_ms, h2d_bandwidth, metadata, write_json  # noqa: E402
+from common import h2d_bandwidth, metadata, write_json  # noqa: E402
+
+from dak.kernels.timing import graph_time_ms  # noqa: E402
 
 from dak.baselines import PrefetchLinear, TorchLinear, UVALinear  # noqa: E402
 from dak.host import PinnedBuffer, device_matrix  # noqa: E402

@@ -1,4 +1,4 @@
-"""Benchmark helpers: CUDA-graph timing, measured link bandwidth, run metadata."""
+"""Benchmark helpers: measured link bandwidth, run metadata (timing lives in dak.kernels.timing)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Callable
-
 import torch
+
+from dak.kernels.timing import event_ms, graph_time_ms  # noqa: F401  (re-exported)
 
 
 def git_sha() -> str:
@@ -31,45 +31,6 @@ def metadata() -> dict:
     }
 
 
-def _event_ms(fn: Callable[[], object]) -> float:
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    s.record()
-    fn()
-    e.record()
-    e.synchronize()
-    return s.elapsed_time(e)
-
-
-def graph_time_ms(calls: list[Callable[[], object]], target_ms: float = 30.0) -> float:
-    """Median time of one call, measured by replaying a CUDA graph of several calls.
-
-    `calls` are equivalent launches over different buffers (rotated so repeated calls do not hit
-    L2). Warms up eagerly first so compilation stays outside the graph.
-    """
-    for fn in calls:
-        fn()
-    torch.cuda.synchronize()
-    one = max(_event_ms(calls[0]), 1e-3)
-    per_graph = max(len(calls), min(40, int(0.3 / one) + 1))
-    per_graph = -(-per_graph // len(calls)) * len(calls)
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for fn in calls:
-            fn()
-    torch.cuda.current_stream().wait_stream(side)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for i in range(per_graph):
-            calls[i % len(calls)]()
-    g.replay()
-    torch.cuda.synchronize()
-    replays = int(min(25, max(5, target_ms / (one * per_graph))))
-    times = [_event_ms(g.replay) / per_graph for _ in range(replays)]
-    del g
-    return statistics.median(times)
-
-
 def h2d_bandwidth(nbytes: int = 1 << 30) -> float:
     """Copy-engine host-to-device bandwidth (bytes/s) from an exact-size pinned buffer."""
     from dak.host import PinnedBuffer
@@ -77,7 +38,7 @@ def h2d_bandwidth(nbytes: int = 1 << 30) -> float:
     src.tensor.fill_(1.0)
     dst = torch.empty(src.tensor.shape, dtype=torch.float16, device="cuda")
     dst.copy_(src.tensor, non_blocking=True)
-    times = [_event_ms(lambda: dst.copy_(src.tensor, non_blocking=True)) for _ in range(5)]
+    times = [event_ms(lambda: dst.copy_(src.tensor, non_blocking=True)) for _ in range(5)]
     src.free()
     return src.nbytes / (statistics.median(times) * 1e-3)
 

@@ -25,44 +25,84 @@ from dak.runtime_env import KERNEL_DTYPES, interpreting
 
 
 @triton.jit
-def _row_tile(x_ptr, w_ptr, w_desc, b_ptr, y_ptr, row0, n_rows, out_row0, N, K,
-              stride_xn, stride_xk, stride_wm, stride_yn, stride_ym,
-              HAS_BIAS: tl.constexpr, USE_TMA: tl.constexpr, EVEN_K: tl.constexpr,
-              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-              NUM_STAGES: tl.constexpr, DOT_F32: tl.constexpr):
-    """Y[:, out_row0 + row0 : +BLOCK_M] for rows [row0, row0 + BLOCK_M) of one weight buffer."""
+def _mac(acc, x_ptr, w_ptr, w_desc, row0, k0, offs_n, mask_n, mask_m, K,
+         stride_xn, stride_xk, stride_wm,
+         USE_TMA: tl.constexpr, EVEN_K: tl.constexpr, BLOCK_M: tl.constexpr,
+         BLOCK_K: tl.constexpr, DOT_F32: tl.constexpr):
+    """acc (BLOCK_N, BLOCK_M) += X[offs_n, k0:k0+BLOCK_K] @ W[row0:row0+BLOCK_M, k0:k0+BLOCK_K]^T."""
+    offs_k = k0 + tl.arange(0, BLOCK_K)
+    offs_m = row0 + tl.arange(0, BLOCK_M)
+    x_ptrs = x_ptr + offs_n[:, None] * stride_xn + offs_k[None, :] * stride_xk
+    if EVEN_K:
+        x = tl.load(x_ptrs, mask=mask_n[:, None], other=0.0)
+    else:
+        x = tl.load(x_ptrs, mask=mask_n[:, None] & (offs_k[None, :] < K), other=0.0)
+    if USE_TMA:
+        w = w_desc.load([row0, k0])
+    else:
+        w_ptrs = w_ptr + offs_m[:, None] * stride_wm + offs_k[None, :]
+        if EVEN_K:
+            w = tl.load(w_ptrs, mask=mask_m[:, None], other=0.0)
+        else:
+            w = tl.load(w_ptrs, mask=mask_m[:, None] & (offs_k[None, :] < K), other=0.0)
+    if DOT_F32:  # Triton 3.6's interpreter mis-computes bf16 tl.dot: upcast there only
+        return tl.dot(x.to(tl.float32), tl.trans(w.to(tl.float32)), acc, input_precision="ieee")
+    return tl.dot(x, tl.trans(w), acc)
+
+
+@triton.jit
+def _store(acc, b_ptr, y_ptr, row0, n_rows, out_row0, offs_n, mask_n, stride_yn, stride_ym,
+           HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr):
     offs_m = row0 + tl.arange(0, BLOCK_M)
     mask_m = offs_m < n_rows
-    offs_kb = tl.arange(0, BLOCK_K)
     if HAS_BIAS:
-        bias = tl.load(b_ptr + out_row0 + offs_m, mask=mask_m, other=0.0).to(tl.float32)
-    for n0 in range(0, N, BLOCK_N):
-        offs_n = n0 + tl.arange(0, BLOCK_N)
+        acc += tl.load(b_ptr + out_row0 + offs_m, mask=mask_m, other=0.0).to(tl.float32)[None, :]
+    y_ptrs = y_ptr + offs_n[:, None] * stride_yn + (out_row0 + offs_m)[None, :] * stride_ym
+    tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=mask_n[:, None] & mask_m[None, :])
+
+
+@triton.jit
+def _rows(x_ptr, w_ptr, w_desc, b_ptr, y_ptr, first, step, n_rows, out_row0, N, K,
+          stride_xn, stride_xk, stride_wm, stride_yn, stride_ym,
+          HAS_BIAS: tl.constexpr, USE_TMA: tl.constexpr, EVEN_K: tl.constexpr, FLAT: tl.constexpr,
+          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+          NUM_STAGES: tl.constexpr, DOT_F32: tl.constexpr):
+    """Row tiles first, first+step, ... of one weight buffer (n_rows rows) -> Y[:, out_row0 + ...].
+
+    FLAT (all tokens fit one token tile): one flattened loop over (tile, k) pairs, so the
+    software pipeline keeps loads in flight across tile boundaries. Otherwise: per tile, per
+    token block, a pipelined loop over k (the row tile is re-read for each token block).
+    """
+    n_tiles = tl.cdiv(n_rows, BLOCK_M)
+    k_iters = tl.cdiv(K, BLOCK_K)
+    if FLAT:
+        offs_n = tl.arange(0, BLOCK_N)
         mask_n = offs_n < N
+        my_tiles = tl.cdiv(tl.maximum(n_tiles - first, 0), step)
         acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
-        for k0 in tl.range(0, K, BLOCK_K, num_stages=NUM_STAGES):
-            offs_k = k0 + offs_kb
-            x_ptrs = x_ptr + offs_n[:, None] * stride_xn + offs_k[None, :] * stride_xk
-            if EVEN_K:
-                x = tl.load(x_ptrs, mask=mask_n[:, None], other=0.0)
-            else:
-                x = tl.load(x_ptrs, mask=mask_n[:, None] & (offs_k[None, :] < K), other=0.0)
-            if USE_TMA:
-                w = w_desc.load([row0, k0])
-            else:
-                w_ptrs = w_ptr + offs_m[:, None] * stride_wm + offs_k[None, :]
-                if EVEN_K:
-                    w = tl.load(w_ptrs, mask=mask_m[:, None], other=0.0)
-                else:
-                    w = tl.load(w_ptrs, mask=mask_m[:, None] & (offs_k[None, :] < K), other=0.0)
-            if DOT_F32:  # Triton 3.6's interpreter mis-computes bf16 tl.dot: upcast there only
-                acc = tl.dot(x.to(tl.float32), tl.trans(w.to(tl.float32)), acc, input_precision="ieee")
-            else:
-                acc = tl.dot(x, tl.trans(w), acc)
-        if HAS_BIAS:
-            acc += bias[None, :]
-        y_ptrs = y_ptr + offs_n[:, None] * stride_yn + (out_row0 + offs_m)[None, :] * stride_ym
-        tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=mask_n[:, None] & mask_m[None, :])
+        for it in tl.range(0, my_tiles * k_iters, num_stages=NUM_STAGES):
+            ki = it % k_iters
+            row0 = (first + (it // k_iters) * step) * BLOCK_M
+            mask_m = (row0 + tl.arange(0, BLOCK_M)) < n_rows
+            acc = _mac(acc, x_ptr, w_ptr, w_desc, row0, ki * BLOCK_K, offs_n, mask_n, mask_m, K,
+                       stride_xn, stride_xk, stride_wm, USE_TMA, EVEN_K, BLOCK_M, BLOCK_K, DOT_F32)
+            if ki == k_iters - 1:
+                _store(acc, b_ptr, y_ptr, row0, n_rows, out_row0, offs_n, mask_n, stride_yn, stride_ym,
+                       HAS_BIAS, BLOCK_M)
+                acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+    else:
+        for t in range(first, n_tiles, step):
+            row0 = t * BLOCK_M
+            mask_m = (row0 + tl.arange(0, BLOCK_M)) < n_rows
+            for n0 in range(0, N, BLOCK_N):
+                offs_n = n0 + tl.arange(0, BLOCK_N)
+                mask_n = offs_n < N
+                acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+                for ki in tl.range(0, k_iters, num_stages=NUM_STAGES):
+                    acc = _mac(acc, x_ptr, w_ptr, w_desc, row0, ki * BLOCK_K, offs_n, mask_n, mask_m, K,
+                               stride_xn, stride_xk, stride_wm, USE_TMA, EVEN_K, BLOCK_M, BLOCK_K, DOT_F32)
+                _store(acc, b_ptr, y_ptr, row0, n_rows, out_row0, offs_n, mask_n, stride_yn, stride_ym,
+                       HAS_BIAS, BLOCK_M)
 
 
 @triton.jit
@@ -77,20 +117,18 @@ def _split_linear_kernel(
     HOST_PROGS, HBM_PROGS,
     # meta-parameters
     HAS_BIAS: tl.constexpr, HOST_TMA: tl.constexpr, HBM_TMA: tl.constexpr, EVEN_K: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, NUM_STAGES: tl.constexpr,
-    DOT_F32: tl.constexpr,
+    FLAT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    NUM_STAGES: tl.constexpr, DOT_F32: tl.constexpr,
 ):
     pid = tl.program_id(0)
     if pid < HOST_PROGS:
-        for t in range(pid, tl.cdiv(M_H, BLOCK_M), HOST_PROGS):
-            _row_tile(x_ptr, wh_ptr, wh_desc, b_ptr, y_ptr, t * BLOCK_M, M_H, 0, N, K,
-                      stride_xn, stride_xk, stride_whm, stride_yn, stride_ym,
-                      HAS_BIAS, HOST_TMA, EVEN_K, BLOCK_M, BLOCK_N, BLOCK_K, NUM_STAGES, DOT_F32)
+        _rows(x_ptr, wh_ptr, wh_desc, b_ptr, y_ptr, pid, HOST_PROGS, M_H, 0, N, K,
+              stride_xn, stride_xk, stride_whm, stride_yn, stride_ym,
+              HAS_BIAS, HOST_TMA, EVEN_K, FLAT, BLOCK_M, BLOCK_N, BLOCK_K, NUM_STAGES, DOT_F32)
     else:
-        for t in range(pid - HOST_PROGS, tl.cdiv(M_G, BLOCK_M), HBM_PROGS):
-            _row_tile(x_ptr, wg_ptr, wg_desc, b_ptr, y_ptr, t * BLOCK_M, M_G, M_H, N, K,
-                      stride_xn, stride_xk, stride_wgm, stride_yn, stride_ym,
-                      HAS_BIAS, HBM_TMA, EVEN_K, BLOCK_M, BLOCK_N, BLOCK_K, NUM_STAGES, DOT_F32)
+        _rows(x_ptr, wg_ptr, wg_desc, b_ptr, y_ptr, pid - HOST_PROGS, HBM_PROGS, M_G, M_H, N, K,
+              stride_xn, stride_xk, stride_wgm, stride_yn, stride_ym,
+              HAS_BIAS, HBM_TMA, EVEN_K, FLAT, BLOCK_M, BLOCK_N, BLOCK_K, NUM_STAGES, DOT_F32)
 
 
 def tma_compatible(w: torch.Tensor) -> bool:
@@ -167,7 +205,7 @@ def split_linear(x: torch.Tensor, w_host: torch.Tensor, w_hbm: torch.Tensor, bia
         x.stride(0), x.stride(1), wh.stride(0), wg.stride(0), out.stride(0), out.stride(1),
         host_progs, max(hbm_progs, 1),
         HAS_BIAS=bias is not None, HOST_TMA=host_tma, HBM_TMA=hbm_tma,
-        EVEN_K=k % cfg.block_k == 0,
+        EVEN_K=k % cfg.block_k == 0, FLAT=n <= cfg.block_n,
         BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k, NUM_STAGES=cfg.num_stages, DOT_F32=interpreting(),
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
