@@ -17,7 +17,7 @@ PRESETS = [  # few distinct compiles keep this test short
     dict(block_m=16, block_k=256, num_stages=3, host_tma=False, hbm_tma=False),
     dict(block_m=32, block_k=128, num_stages=4, host_tma=True, hbm_tma=False),
     dict(block_m=64, block_k=64, num_stages=2, host_tma=True, hbm_tma=True),
-    dict(block_m=32, block_k=256, num_stages=3, host_tma=False, hbm_tma=True),
+    dict(block_m=32, block_k=128, num_stages=3, host_tma=False, hbm_tma=True),
 ]
 BENCH_SHAPES = [(4096, 4096), (11008, 4096), (4096, 11008), (7168, 7168), (28672, 7168),
                 (7168, 28672), (8192, 8192), (28672, 8192), (8192, 28672)]

@@ -12,6 +12,8 @@ unregistered and freed when the buffer object is garbage collected.
 
 from __future__ import annotations
 
+import ctypes
+import os
 import weakref
 
 import torch
@@ -19,6 +21,9 @@ import torch
 from dak.runtime_env import interpreting
 
 TMA_ALIGN = 16
+# 'alloc': cudaHostAlloc through cuda-bindings (falls back to 'register' without it);
+# 'register': cudaHostRegister of an ordinary CPU allocation.
+PIN_METHOD = os.environ.get("DAK_PIN_METHOD", "alloc")
 _CUDA_HOST_REGISTER_PORTABLE = 1
 _CUDA_HOST_REGISTER_MAPPED = 2
 
@@ -30,6 +35,31 @@ def _cudart():
             "set TRITON_INTERPRET=1 to test on the CPU with unpinned buffers"
         )
     return torch.cuda.cudart()
+
+
+def _host_alloc(nbytes: int):
+    """Exactly `nbytes` of cudaHostAlloc'd memory (portable, mapped) as a uint8 CPU tensor.
+
+    The memory is released by cudaFreeHost when the last tensor viewing it is collected
+    (torch.frombuffer keeps the owning object alive). None when cuda-bindings is missing.
+    """
+    try:
+        from cuda.bindings import runtime as rt
+    except ImportError:
+        return None
+    err, ptr = rt.cudaHostAlloc(nbytes, _CUDA_HOST_REGISTER_PORTABLE | _CUDA_HOST_REGISTER_MAPPED)
+    if int(err) != 0:
+        raise RuntimeError(f"cudaHostAlloc of {nbytes} bytes failed with CUDA error {int(err)}; "
+                           "the host may be out of lockable memory")
+
+    class _PinnedBytes(ctypes.c_uint8 * nbytes):
+        def __del__(self, _ptr=ptr, _rt=rt):
+            try:
+                _rt.cudaFreeHost(_ptr)
+            except Exception:  # interpreter shutdown
+                pass
+
+    return torch.frombuffer(_PinnedBytes.from_address(ptr), dtype=torch.uint8)
 
 
 def _unregister(ptr: int, tensor: torch.Tensor) -> None:
@@ -60,11 +90,20 @@ class PinnedBuffer:
         if len(shape) != 2 or any(s < 0 for s in shape):
             raise ValueError(f"PinnedBuffer takes a non-negative (rows, cols) shape, got {shape}")
         rows, cols = shape
-        self._storage = torch.empty((rows, padded_cols(cols, dtype)), dtype=dtype)
-        self.tensor = self._storage[:, :cols]
-        self.nbytes = self._storage.numel() * self._storage.element_size()
+        pcols = padded_cols(cols, dtype)
+        es = torch.empty((), dtype=dtype).element_size()
+        self.nbytes = rows * pcols * es
         self.pinned = False
-        if self.nbytes == 0 or (interpreting() and not torch.cuda.is_available()):
+        self.method = "pageable"
+        gpu = torch.cuda.is_available() and not (interpreting() and not torch.cuda.is_available())
+        alloc = _host_alloc(self.nbytes) if gpu and self.nbytes and PIN_METHOD == "alloc" else None
+        if alloc is not None:
+            self._storage = alloc.view(dtype).view(rows, pcols)
+            self.pinned, self.method = True, "cudaHostAlloc"
+        else:
+            self._storage = torch.empty((rows, pcols), dtype=dtype)
+        self.tensor = self._storage[:, :cols]
+        if self.pinned or not gpu or self.nbytes == 0:
             return
         ptr = self._storage.data_ptr()
         if ptr % TMA_ALIGN:
@@ -76,7 +115,7 @@ class PinnedBuffer:
                 f"cudaHostRegister of {self.nbytes} bytes failed with CUDA error {int(err)}; "
                 "the host may be out of lockable memory (check `ulimit -l` and free RAM)"
             )
-        self.pinned = True
+        self.pinned, self.method = True, "cudaHostRegister"
         self._finalizer = weakref.finalize(self, _unregister, ptr, self._storage)
 
     @classmethod
@@ -88,11 +127,14 @@ class PinnedBuffer:
         return buf
 
     def free(self) -> None:
-        """Unregister now instead of at garbage collection (idempotent)."""
+        """Release now instead of at garbage collection (idempotent). Views taken earlier must
+        not be used afterwards with cudaHostRegister'd memory; cudaHostAlloc'd memory lives
+        until its last view is gone."""
         fin = getattr(self, "_finalizer", None)
         if fin is not None:
             fin()
         self.pinned = False
+        self._storage = self.tensor = None
 
 
 def check_host_tensor(t: torch.Tensor, name: str = "host weight") -> None:

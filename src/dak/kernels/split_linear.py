@@ -199,6 +199,17 @@ def split_linear(x: torch.Tensor, w_host: torch.Tensor, w_hbm: torch.Tensor, bia
     wh_desc = _descriptor(w_host, cfg) if host_tma else wh
     wg_desc = _descriptor(w_hbm, cfg) if hbm_tma else wg
     grid = (host_progs + hbm_progs,)
+    try:
+        _launch(grid, x, wh, wh_desc, wg, wg_desc, bias, out, n, k, m_h, m_g, host_progs, hbm_progs,
+                host_tma, hbm_tma, cfg)
+    except triton.runtime.errors.OutOfResources as exc:
+        raise ValueError(f"launch config {cfg} needs more on-chip resources than this GPU has "
+                         f"({exc}); use a smaller block_k, block_n or num_stages") from exc
+    return out
+
+
+def _launch(grid, x, wh, wh_desc, wg, wg_desc, bias, out, n, k, m_h, m_g, host_progs, hbm_progs,
+            host_tma, hbm_tma, cfg):
     _split_linear_kernel[grid](
         x, wh, wh_desc, wg, wg_desc, bias if bias is not None else x, out,
         n, k, m_h, m_g,
@@ -209,7 +220,6 @@ def split_linear(x: torch.Tensor, w_host: torch.Tensor, w_hbm: torch.Tensor, bia
         BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k, NUM_STAGES=cfg.num_stages, DOT_F32=interpreting(),
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
-    return out
 
 
 def host_link_bytes(n: int, m_host: int, k: int, elem: int, cfg: KernelConfig) -> int:

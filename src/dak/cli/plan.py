@@ -1,0 +1,118 @@
+"""``dak plan``: place a model's operators between HBM and host memory and predict step time."""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+
+from ..hardware import get_profile
+from ..models import Workload, load_spec
+from ..models.ops import DEFAULT_RESERVE
+from ..planner import POLICIES, plan_all
+from ..units import format_bandwidth, format_bytes, format_time, parse_size
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("plan", help="plan the HBM/host split of every operator and predict TPOT")
+    p.add_argument("--model", required=True, help="built-in name (see `dak models`), config.json or folder")
+    p.add_argument("--hbm-budget", default=None, help="HBM the plan may use, e.g. 40GiB (default: device capacity)")
+    p.add_argument("--batch", default="8", help="batch size B (default 8)")
+    p.add_argument("--prompt-len", default="512", help="prompt length L in tokens (default 512)")
+    p.add_argument("--gen-len", default="128", help="generated tokens G (default 128)")
+    p.add_argument("--dtype", default="bf16", help="bf16 | fp16 | fp32 (default bf16)")
+    p.add_argument("--phase", default="decode", help="decode | prefill (default decode)")
+    p.add_argument("--hardware", default="h200-pcie", help="preset name or profile .json (default h200-pcie)")
+    p.add_argument("--policy", default="greedy", help="greedy | uniform | prefetch: the placement shown (default greedy)")
+    p.add_argument("--tile-rows", default="64", help="rows per linear-layer unit (default 64)")
+    p.add_argument("--reserve", default=None, help="runtime HBM reserve (default 1GiB)")
+    p.add_argument("--spare-link", action="store_true", help="greedy: use the host link even when the model fits")
+    p.add_argument("--per-layer", action="store_true", help="also print one row per layer")
+    p.add_argument("--json", action="store_true", help="print the placement as JSON")
+    p.set_defaults(func=run)
+
+
+def _int(name: str, text: str) -> int:
+    try:
+        return int(str(text).strip())
+    except ValueError:
+        raise ValueError(f"{name} must be an integer, got {text!r}") from None
+
+
+def run(args) -> int:
+    if args.policy not in POLICIES:
+        raise ValueError(f"unknown policy {args.policy!r}: use one of {', '.join(POLICIES)}")
+    workload = Workload(phase=args.phase, batch=_int("--batch", args.batch),
+                        prompt_len=_int("--prompt-len", args.prompt_len),
+                        gen_len=_int("--gen-len", args.gen_len), dtype=args.dtype)
+    spec = load_spec(args.model)
+    profile = get_profile(args.hardware)
+    budget = None if args.hbm_budget is None else parse_size(args.hbm_budget)
+    reserve = DEFAULT_RESERVE if args.reserve is None else parse_size(args.reserve)
+    plans = plan_all(spec, workload, profile, budget, tile_rows=_int("--tile-rows", args.tile_rows),
+                     reserve=reserve, spare_link=args.spare_link)
+    chosen = plans[args.policy]
+    if args.json:
+        d = chosen.to_dict()
+        d["comparison"] = {k: {"step_time_s": v.to_dict()["step_time_s"], "effective_bandwidth": v.effective_bandwidth,
+                               "host_bytes": v.host_bytes, "hbm_bytes": v.hbm_bytes, "feasible": v.feasible}
+                           for k, v in plans.items()}
+        print(json.dumps(d, indent=2))
+        return 0
+    print(render(chosen, plans, per_layer=args.per_layer))
+    return 0
+
+
+def _shape(shapes: set) -> str:
+    if len(shapes) != 1:
+        return "various"
+    s = next(iter(shapes))
+    return "-" if s is None else f"{s[0]}x{s[1]}"
+
+
+def render(pl, plans: dict, per_layer: bool = False) -> str:
+    w = pl.workload
+    step = "TPOT" if w.phase == "decode" else "prefill time"
+    out = [f"dak plan: {pl.model} on {pl.profile}, {w.phase} B={w.batch} L={w.prompt_len} G={w.gen_len} "
+           f"{w.dtype}, policy {pl.policy}",
+           f"HBM budget {format_bytes(pl.hbm_budget)}; needs {format_bytes(pl.total_bytes)} "
+           f"(operators {format_bytes(pl.total_bytes - pl.min_hbm_bytes)} + minimum HBM set "
+           f"{format_bytes(pl.min_hbm_bytes)}); host {format_bytes(pl.host_bytes)} "
+           f"({100 * pl.offload_ratio:.1f}% of operator bytes)"]
+    if pl.fits:
+        out.append("NOTE: the model fits in the HBM budget: no offload needed" +
+                   ("" if pl.host_bytes == 0 else " (spare host link used as extra bandwidth)"))
+    if pl.note and not pl.fits:
+        out.append("NOTE: " + pl.note)
+    groups: OrderedDict = OrderedDict()
+    for o in pl.ops:
+        groups.setdefault(o.kind, []).append(o)
+    hdr = f"{'kind':<16}{'count':>6}  {'shape':<13}{'total':>12}{'host':>12}{'mean ratio':>11}{'time':>12}"
+    out += ["", hdr, "-" * len(hdr)]
+    for kind, os_ in groups.items():
+        out.append(f"{kind:<16}{len(os_):>6}  {_shape({o.shape for o in os_}):<13}"
+                   f"{format_bytes(sum(o.bytes for o in os_)):>12}{format_bytes(sum(o.host_bytes for o in os_)):>12}"
+                   f"{sum(o.ratio for o in os_) / len(os_):>11.3f}{format_time(sum(o.time_s for o in os_)):>12}")
+    out.append("-" * len(hdr))
+    out.append(f"{'operators':<24}{'':<13}{format_bytes(sum(o.bytes for o in pl.ops)):>12}"
+               f"{format_bytes(pl.host_bytes):>12}{pl.offload_ratio:>11.3f}{format_time(pl.step_time_s):>12}")
+    out.append(f"HBM used {format_bytes(pl.hbm_bytes)} (incl. minimum set"
+               + (f" and staging {format_bytes(pl.staging_bytes)}" if pl.staging_bytes else "") + ")")
+    if per_layer:
+        out += ["", f"{'layer':<8}{'bytes':>12}{'host':>12}{'ratio':>8}{'time':>12}"]
+        layers: OrderedDict = OrderedDict()
+        for o in pl.ops:
+            layers.setdefault("global" if o.layer is None else str(o.layer), []).append(o)
+        for name, os_ in layers.items():
+            b, h = sum(o.bytes for o in os_), sum(o.host_bytes for o in os_)
+            out.append(f"{name:<8}{format_bytes(b):>12}{format_bytes(h):>12}{(h / b if b else 0):>8.3f}"
+                       f"{format_time(sum(o.time_s for o in os_)):>12}")
+    g = plans["greedy"].step_time_s
+    out += ["", f"{'policy':<10}{step:>14}{'eff. bandwidth':>16}{'host':>12}{'greedy speedup':>16}"]
+    for name, p in plans.items():
+        if not p.feasible:
+            out.append(f"{name:<10}{'infeasible':>14}   {p.note}")
+            continue
+        sp = p.step_time_s / g if g > 0 else 1.0
+        out.append(f"{name:<10}{format_time(p.step_time_s):>14}{format_bandwidth(p.effective_bandwidth):>16}"
+                   f"{format_bytes(p.host_bytes):>12}{sp:>15.2f}x")
+    return "\n".join(out)

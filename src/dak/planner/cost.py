@@ -1,0 +1,79 @@
+"""Roofline cost model of one split operator.
+
+An operator with resident bytes C, per-step traffic D and FLOPs W keeps a
+fraction x of its bytes (and traffic) in pinned host memory.  The HBM part is
+read at B_g = ``hbm_bandwidth`` and the host part concurrently by SM zero-copy
+loads at B_h = ``host_bandwidth_sm``; compute runs at F = ``flops``:
+
+    T(x)  = max(T_comp, (1-x)*D/B_g, x*D/B_h),   T_comp = W/F       [seconds]
+    EB(x) = D / T(x)                                                [bytes/s]
+
+Memory-bound ops (T_comp < D/(B_g+B_h)) are fastest at x* = B_h/(B_h+B_g).
+Compute-bound ops are free (T = T_comp) for x in [x_lo, x_hi] with
+x_lo = max(0, 1 - B_g/B_i) and x_hi = min(1, B_h/B_i), B_i = D/T_comp.
+
+As a function of host bytes h = x*C, T is convex piecewise linear with up to
+three segments, slopes -(D/C)/B_g, 0 and +(D/C)/B_h  (seconds per byte).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..hardware import HardwareProfile
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A linear piece of T(h) for one op: h in [start, start+length) bytes, dT/dh = slope."""
+    op_index: int
+    start: float
+    length: float
+    slope: float
+
+
+def compute_time(flops: float, profile: HardwareProfile) -> float:
+    return flops / profile.flops
+
+
+def op_time(op, x: float, profile: HardwareProfile) -> float:
+    """T(x) in seconds for an op (anything with .traffic and .flops), host fraction x."""
+    return max(op.flops / profile.flops,
+               (1.0 - x) * op.traffic / profile.hbm_bandwidth,
+               x * op.traffic / profile.host_bandwidth_sm)
+
+
+def effective_bandwidth(op, x: float, profile: HardwareProfile) -> float:
+    """EB(x) = traffic / T(x) in bytes/s (0 for an op with no time)."""
+    t = op_time(op, x, profile)
+    return op.traffic / t if t > 0 else 0.0
+
+
+def peak_ratio(op, profile: HardwareProfile) -> float:
+    """Smallest x minimizing T: B_h/(B_h+B_g) when memory-bound, else x_lo of the free range."""
+    bg, bh = profile.hbm_bandwidth, profile.host_bandwidth_sm
+    tc = op.flops / profile.flops
+    if op.traffic <= 0:
+        return 0.0
+    if tc <= op.traffic / (bg + bh):
+        return bh / (bh + bg)
+    return max(0.0, 1.0 - tc * bg / op.traffic)
+
+
+def segments(op, index: int, profile: HardwareProfile) -> list[Segment]:
+    """The linear pieces of T as a function of host bytes h in [0, op.bytes]."""
+    C, D = float(op.bytes), float(op.traffic)
+    if C <= 0:
+        return []
+    if D <= 0:
+        return [Segment(index, 0.0, C, 0.0)]
+    bg, bh = profile.hbm_bandwidth, profile.host_bandwidth_sm
+    tc = op.flops / profile.flops
+    down, up = -(D / C) / bg, (D / C) / bh
+    if tc <= D / (bg + bh):                    # memory-bound: V shape
+        xs = bh / (bh + bg)
+        pieces = [(0.0, xs, down), (xs, 1.0, up)]
+    else:                                      # compute-bound: flat bottom
+        lo, hi = max(0.0, 1.0 - tc * bg / D), min(1.0, tc * bh / D)
+        pieces = [(0.0, lo, down), (lo, hi, 0.0), (hi, 1.0, up)]
+    return [Segment(index, a * C, (b - a) * C, s) for a, b, s in pieces if b > a]

@@ -1,0 +1,100 @@
+"""The DAK three-stage greedy and its rounding to whole units.
+
+Continuous problem (h_i host bytes of op i, C_i its resident bytes, R the host
+bytes required):
+
+    minimize  sum_i T_i(h_i)   s.t.  sum_i h_i = R,  0 <= h_i <= C_i
+
+Every T_i is convex piecewise linear in h_i (see ``cost.segments``), so filling
+segments in order of increasing slope is exactly optimal.  The slope classes
+are the paper's three stages: (1) negative slopes -- memory-bound ops moved
+towards their peak x* = B_h/(B_h+B_g); (2) zero slopes -- compute-bound ops
+inside their free range; (3) positive slopes, cheapest first (e.g. embeddings
+whose traffic << bytes).  Segments of equal slope share the remaining bytes in
+proportion to their length, which makes the result deterministic.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+
+from ..hardware import HardwareProfile
+from .cost import op_time, segments
+
+_REL = 1e-12
+
+
+def solve_continuous(ops, host_bytes: float, profile: HardwareProfile,
+                     spare_link: bool = False) -> tuple[list[float], float]:
+    """Optimal host fractions x_i (list) and the objective sum_i T_i(x_i) in seconds.
+
+    ``spare_link`` additionally fills every negative-slope segment even beyond
+    ``host_bytes`` (using the host link as extra bandwidth when the model fits).
+    """
+    total = float(sum(op.bytes for op in ops))
+    if host_bytes < 0 or host_bytes > total * (1 + 1e-12):
+        raise ValueError(f"host bytes {host_bytes} must lie in [0, {total}] (the offloadable bytes)")
+    segs = [s for i, op in enumerate(ops) for s in segments(op, i, profile)]
+    if spare_link:
+        host_bytes = max(host_bytes, sum(s.length for s in segs if s.slope < 0))
+    segs.sort(key=lambda s: (s.slope, s.op_index, s.start))
+    h = [0.0] * len(ops)
+    remaining = min(float(host_bytes), total)
+    i = 0
+    while i < len(segs) and remaining > 0:
+        j = i                                  # group of (numerically) equal slopes
+        while j + 1 < len(segs) and abs(segs[j + 1].slope - segs[i].slope) <= _REL * max(
+                abs(segs[i].slope), abs(segs[j + 1].slope)):
+            j += 1
+        group = segs[i:j + 1]
+        length = sum(s.length for s in group)
+        frac = 1.0 if remaining >= length else remaining / length
+        for s in group:
+            h[s.op_index] += s.length * frac
+        remaining -= length * frac
+        i = j + 1
+    xs = [min(1.0, hi / op.bytes) if op.bytes > 0 else 0.0 for hi, op in zip(h, ops)]
+    return xs, sum(op_time(op, x, profile) for op, x in zip(ops, xs))
+
+
+def round_to_units(ops, xs, host_bytes: float, profile: HardwareProfile) -> list[int]:
+    """Whole host units per op covering ``host_bytes``.
+
+    Floors each op to whole units, then adds single units where the marginal
+    time increase per byte, (T(k+1) - T(k)) / bytes(unit), is smallest (a heap),
+    until the host bytes reach ``host_bytes``.  Returns the unit counts k_i.
+    """
+    ks = []
+    for op, x in zip(ops, xs):
+        target = x * op.bytes * (1 + 1e-12)
+        k = min(op.units, int(math.floor(target / op.unit_bytes))) if op.unit_bytes else 0
+        while k < op.units and op.host_bytes_for(k + 1) <= target:
+            k += 1
+        ks.append(k)
+    deficit = host_bytes - sum(op.host_bytes_for(k) for op, k in zip(ops, ks))
+
+    def marginal(i: int) -> float:
+        op, k = ops[i], ks[i]
+        b0, b1 = op.host_bytes_for(k), op.host_bytes_for(k + 1)
+        t0 = op_time(op, b0 / op.bytes, profile)
+        t1 = op_time(op, b1 / op.bytes, profile)
+        return (t1 - t0) / (b1 - b0)
+
+    heap = [(marginal(i), i) for i, op in enumerate(ops) if ks[i] < op.units]
+    heapq.heapify(heap)
+    while deficit > 0 and heap:
+        m, i = heapq.heappop(heap)
+        op = ops[i]
+        while True:                            # keep adding while this op stays cheapest
+            deficit -= op.host_bytes_for(ks[i] + 1) - op.host_bytes_for(ks[i])
+            ks[i] += 1
+            if deficit <= 0 or ks[i] >= op.units:
+                break
+            m = marginal(i)
+            if heap and m > heap[0][0]:
+                heapq.heappush(heap, (m, i))
+                break
+    if deficit > 0:
+        raise ValueError(f"cannot place {host_bytes} host bytes: only {sum(o.bytes for o in ops)} are offloadable")
+    return ks

@@ -1,0 +1,154 @@
+"""Placement policies: DAK greedy, uniform split, and double-buffered layer prefetch.
+
+Capacity: M = sum_i C_i + S_min (operator bytes plus the minimum HBM-resident
+set); with HBM budget H the host must hold R = max(0, M - H) bytes.
+
+* ``greedy``  -- the optimal continuous split (``greedy.solve_continuous``)
+  rounded to whole units; step time = sum_i T_i(x_i) (operators run in turn).
+* ``uniform`` -- the same x = R / sum_i C_i on every op, rounded up to units.
+* ``prefetch`` -- FlexGen/vLLM-style offload: a share s of every layer's
+  bytes lives on host and the copy engine streams it into an HBM staging
+  buffer holding two layers' host parts while the previous layer computes.
+  The staging buffer costs HBM, so s solves
+        M - s*S_L + 2*s*max_l S_l = H   =>   s = R / (S_L - 2*max_l S_l)
+  (S_l: bytes of layer l, S_L: all layers; globals stay in HBM).  Per-layer
+  time = max(sum_i max(T_comp_i, D_i/B_g), s*D_layer/B_ce); infeasible if s > 1.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..hardware import HardwareProfile
+from ..models.ops import DEFAULT_RESERVE, Workload, list_operators, minimum_hbm_set
+from ..models.spec import ModelSpec
+from ..units import MIB, format_bytes
+from .cost import op_time
+from .greedy import round_to_units, solve_continuous
+from .placement import OpPlacement, Placement
+
+POLICIES = ("greedy", "uniform", "prefetch")
+
+
+def _op_placement(op, k: int, time_s: float) -> OpPlacement:
+    host = op.host_bytes_for(k)
+    attn = op.kind == "attention"
+    return OpPlacement(name=op.name, kind=op.kind, layer=op.layer, shape=op.shape,
+                       ratio=host / op.bytes if op.bytes else 0.0, host_units=k, units=op.units,
+                       host_rows=None if attn else op.host_rows_for(k),
+                       host_requests=op.host_rows_for(k) if attn else None,
+                       bytes=op.bytes, hbm_bytes=op.bytes - host, host_bytes=host,
+                       traffic=op.traffic, time_s=time_s)
+
+
+def _units_covering(op, x: float) -> int:
+    """Smallest k with host_bytes_for(k) >= x * bytes."""
+    target = x * op.bytes * (1 - 1e-12)
+    k = min(op.units, math.ceil(target / op.unit_bytes)) if op.unit_bytes else 0
+    while k < op.units and op.host_bytes_for(k) < target:
+        k += 1
+    return k
+
+
+def _descend(op, k: int, profile: HardwareProfile) -> int:
+    """Add host units while T strictly decreases (convexity: stops at the unit nearest the peak)."""
+    def t(j):
+        return op_time(op, op.host_bytes_for(j) / op.bytes, profile)
+    while k < op.units and t(k + 1) < t(k) * (1 - 1e-12):
+        k += 1
+    return k
+
+
+def plan(spec: ModelSpec, workload: Workload, profile: HardwareProfile, hbm_budget: int | None = None,
+         policy: str = "greedy", tile_rows: int = 64, reserve: int = DEFAULT_RESERVE,
+         spare_link: bool = False, ops=None) -> Placement:
+    """Place every operator of ``spec`` for ``workload`` on ``profile`` under ``hbm_budget`` bytes."""
+    if policy not in POLICIES:
+        raise ValueError(f"unknown policy {policy!r}: use one of {', '.join(POLICIES)}")
+    budget = profile.hbm_capacity if hbm_budget is None else hbm_budget
+    if isinstance(budget, float) and budget.is_integer():
+        budget = int(budget)
+    if isinstance(budget, bool) or not isinstance(budget, int) or budget <= 0:
+        raise ValueError(f"HBM budget must be a positive number of bytes, got {budget!r}")
+    if budget > profile.hbm_capacity:
+        raise ValueError(f"HBM budget {format_bytes(budget)} exceeds {profile.name}'s HBM capacity "
+                         f"{format_bytes(profile.hbm_capacity)}; lower --hbm-budget")
+    ops = list_operators(spec, workload, tile_rows) if ops is None else list(ops)
+    mins = minimum_hbm_set(spec, workload, reserve)
+    if budget < mins.total:
+        raise ValueError(
+            f"HBM budget {format_bytes(budget)} is below the minimum HBM-resident set "
+            f"{format_bytes(mins.total)} (norms {format_bytes(mins.small_params)}, activation workspace "
+            f"{format_bytes(mins.workspace)}, runtime reserve {format_bytes(mins.reserve)}); "
+            f"raise --hbm-budget to at least {math.ceil(mins.total / MIB)}MiB")
+    op_bytes = sum(op.bytes for op in ops)
+    total = op_bytes + mins.total
+    R = max(0, total - budget)
+    if R > profile.host_ram:
+        raise ValueError(f"the plan needs {format_bytes(R)} of pinned host memory but {profile.name} has "
+                         f"host_ram {format_bytes(profile.host_ram)}; raise --hbm-budget or reduce "
+                         f"--batch/--prompt-len/--gen-len")
+    common = dict(model=spec.name, profile=profile.name, workload=workload, hbm_budget=budget,
+                  min_hbm_bytes=mins.total, required_host_bytes=R, total_bytes=total,
+                  total_traffic=float(sum(op.traffic for op in ops)), fits=R == 0)
+    staging, feasible, note = 0, True, ""
+    if policy == "prefetch":
+        ks, times, staging, feasible, note = _prefetch(ops, R, profile)
+    else:
+        if policy == "greedy":
+            xs, _ = solve_continuous(ops, R, profile, spare_link=spare_link)
+            ks = round_to_units(ops, xs, R, profile)
+            if spare_link:  # then add units wherever that still lowers the op's time
+                ks = [_descend(op, k, profile) for op, k in zip(ops, ks)]
+        else:
+            x = R / op_bytes if op_bytes else 0.0
+            ks = [_units_covering(op, x) for op in ops]
+        times = [op_time(op, op.host_bytes_for(k) / op.bytes if op.bytes else 0.0, profile)
+                 for op, k in zip(ops, ks)]
+    placed = tuple(_op_placement(op, k, t) for op, k, t in zip(ops, ks, times))
+    host = sum(p.host_bytes for p in placed)
+    if host > profile.host_ram:
+        raise ValueError(f"the {policy} plan needs {format_bytes(host)} of pinned host memory but "
+                         f"{profile.name} has host_ram {format_bytes(profile.host_ram)}; raise --hbm-budget")
+    if R == 0 and host == 0:
+        note = "the model fits in the HBM budget: no offload needed"
+    return Placement(policy=policy, ops=placed, staging_bytes=staging, host_bytes=host,
+                     hbm_bytes=total - host + staging, step_time_s=sum(times) if feasible else math.inf,
+                     feasible=feasible, note=note, **common)
+
+
+def _prefetch(ops, R: int, profile: HardwareProfile):
+    """Units, per-op times, staging bytes, feasibility and note for the prefetch policy."""
+    layers = sorted({op.layer for op in ops if op.layer is not None})
+    per_layer = {l: sum(op.bytes for op in ops if op.layer == l) for l in layers}
+    s_all, s_max = sum(per_layer.values()), max(per_layer.values(), default=0)
+    ks = [0] * len(ops)
+    if R > 0:
+        denom = s_all - 2 * s_max
+        if denom <= 0 or R > denom:
+            note = "prefetch infeasible: two layers of staging buffers do not fit next to the resident part"
+            return ks, [math.inf] * len(ops), 0, False, note
+        s = R / denom
+        ks = [_units_covering(op, s) if op.layer is not None else 0 for op in ops]
+    hbm_t = [max(op.flops / profile.flops, op.traffic / profile.hbm_bandwidth) for op in ops]
+    times = list(hbm_t)
+    staging_layer = {l: 0 for l in layers}
+    for l in layers:
+        idx = [i for i, op in enumerate(ops) if op.layer == l]
+        host = sum(ops[i].host_bytes_for(ks[i]) for i in idx)
+        staging_layer[l] = host
+        copied = sum(ops[i].traffic * ops[i].host_bytes_for(ks[i]) / ops[i].bytes for i in idx if ops[i].bytes)
+        t_hbm = sum(hbm_t[i] for i in idx)
+        t_layer = max(t_hbm, copied / profile.host_bandwidth_ce)
+        for i in idx:  # spread the layer's time over its ops in proportion to their HBM time
+            times[i] = t_layer * hbm_t[i] / t_hbm if t_hbm > 0 else t_layer / len(idx)
+    staging = 2 * max(staging_layer.values(), default=0) if R > 0 else 0
+    return ks, times, staging, True, ""
+
+
+def plan_all(spec: ModelSpec, workload: Workload, profile: HardwareProfile, hbm_budget: int | None = None,
+             tile_rows: int = 64, reserve: int = DEFAULT_RESERVE, spare_link: bool = False) -> dict:
+    """{policy: Placement} for greedy, uniform and prefetch on the same inputs."""
+    ops = list_operators(spec, workload, tile_rows)
+    return {p: plan(spec, workload, profile, hbm_budget, p, tile_rows, reserve,
+                    spare_link=spare_link and p == "greedy", ops=ops) for p in POLICIES}
