@@ -14,7 +14,7 @@ from dak.nn import SplitLinear
 pytestmark = pytest.mark.gpu
 TOL = {torch.bfloat16: 1e-2, torch.float16: 2e-3}
 PRESETS = [  # few distinct compiles keep this test short
-    dict(block_m=16, block_k=256, num_stages=3, host_tma=False, hbm_tma=False),
+    dict(block_m=16, block_k=128, num_stages=3, host_tma=False, hbm_tma=False),
     dict(block_m=32, block_k=128, num_stages=4, host_tma=True, hbm_tma=False),
     dict(block_m=64, block_k=64, num_stages=2, host_tma=True, hbm_tma=True),
     dict(block_m=32, block_k=128, num_stages=3, host_tma=False, hbm_tma=True),
