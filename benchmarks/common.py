@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -14,6 +15,9 @@ from dak.kernels.timing import event_ms, graph_time_ms  # noqa: F401  (re-export
 
 
 def git_sha() -> str:
+    """HEAD's short sha; $DAK_GIT_SHA where the tree was copied without .git (device runs)."""
+    if os.environ.get("DAK_GIT_SHA"):
+        return os.environ["DAK_GIT_SHA"]
     try:
         return subprocess.check_output(["git", "rev-parse", "--short", "HEAD"], text=True,
                                        stderr=subprocess.DEVNULL).strip()

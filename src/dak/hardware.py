@@ -86,12 +86,13 @@ def _field_names() -> list[str]:
 
 PRESETS: dict[str, HardwareProfile] = {
     # Measured on our H200 SXM behind a PCIe Gen5 host link: H2D copy 55.0 GB/s
-    # (1 GiB pinned), SM zero-copy reads 50.5 GB/s, cuBLAS GEMV 3707 GB/s
+    # (1 GiB pinned), SM zero-copy reads 51.3 GB/s from cudaHostAlloc'd memory (43 GB/s from
+    # cudaHostRegister'd; benchmarks/results/probe-host-read-h200.json), cuBLAS GEMV 3707 GB/s
     # (D2D copy 4056 GB/s read+write), 8192^3 bf16 matmul 788 TFLOP/s.
     # nvidia-smi reports 143771 MiB (~139 GiB usable).
     "h200-pcie": HardwareProfile(
         name="h200-pcie", hbm_bandwidth=3.7e12, host_bandwidth_ce=55.0e9,
-        host_bandwidth_sm=50.5e9, flops=788e12, sm_count=132, smem_per_sm=228 * KIB,
+        host_bandwidth_sm=51.3e9, flops=788e12, sm_count=132, smem_per_sm=228 * KIB,
         hbm_capacity=143771 * MIB, host_ram=128 * GIB),
     # GH200 datasheet: 96 GB HBM3 at 4.0 TB/s, 900 GB/s NVLink-C2C (both host paths).
     "gh200": HardwareProfile(

@@ -1,0 +1,87 @@
+import json
+import time
+
+import pytest
+
+from dak.cli.main import main
+
+BASE = ["plan", "--model", "llama-2-70b", "--hbm-budget", "40GiB", "--batch", "8", "--prompt-len", "512",
+        "--gen-len", "128"]
+
+
+def test_plan_llama2_70b(capsys):
+    t0 = time.perf_counter()
+    assert main(BASE) == 0
+    assert time.perf_counter() - t0 < 5
+    out = capsys.readouterr().out
+    for word in ("greedy", "uniform", "prefetch", "TPOT", "gate_proj", "28672x8192"):
+        assert word in out
+    assert "no offload needed" not in out
+
+
+def test_plan_per_layer_and_prefill(capsys):
+    assert main(BASE + ["--per-layer", "--phase", "prefill", "--policy", "uniform", "--gen-len", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "prefill time" in out and "\n79 " in out and "global" in out
+
+
+def test_plan_fits_note(capsys):
+    assert main(["plan", "--model", "tiny-llama", "--hbm-budget", "8GiB"]) == 0
+    assert "fits in the HBM budget: no offload needed" in capsys.readouterr().out
+
+
+def test_plan_json_consistent(capsys):
+    assert main(BASE + ["--json", "--hardware", "h200-pcie"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    op_bytes = sum(o["bytes"] for o in d["ops"])
+    assert d["hbm_bytes"] + d["host_bytes"] == d["total_bytes"] == op_bytes + d["min_hbm_bytes"]
+    assert d["host_bytes"] == sum(o["host_bytes"] for o in d["ops"]) >= d["required_host_bytes"]
+    assert d["hbm_bytes"] <= d["hbm_budget"] == 40 * 2**30
+    assert d["step_time_s"] == pytest.approx(sum(o["time_s"] for o in d["ops"]))
+    assert d["effective_bandwidth"] == pytest.approx(d["total_traffic"] / d["step_time_s"])
+    assert set(d["comparison"]) == {"greedy", "uniform", "prefetch"}
+    assert d["policy"] == "greedy" and d["workload"]["batch"] == 8
+    assert len(d["ops"]) == 80 * 8 + 2
+
+
+def test_models_and_hardware(capsys, tmp_path):
+    assert main(["models"]) == 0
+    assert "llama-3-70b" in capsys.readouterr().out
+    assert main(["hardware"]) == 0
+    assert "rtx-pro-6000" in capsys.readouterr().out
+    path = tmp_path / "h.json"
+    assert main(["hardware", "gh200", "--save", str(path)]) == 0
+    assert json.loads(path.read_text())["host_bandwidth_sm"] == 900e9
+    capsys.readouterr()
+    assert main(["plan", "--model", "llama-2-7b", "--hardware", str(path), "--hbm-budget", "8GiB"]) == 0
+    assert "on gh200" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("args,message", [
+    (["plan", "--model", "llama-2-7b", "--hbm-budget", "100MiB"], "below the minimum HBM-resident set"),
+    (["plan", "--model", "gpt-5"], "unknown model 'gpt-5'"),
+    (["plan", "--model", "llama-2-7b", "--hbm-budget", "forty"], "cannot parse size 'forty'"),
+    (["plan", "--model", "llama-2-7b", "--batch", "0"], "batch must be an integer >= 1"),
+    (["plan", "--model", "llama-2-7b", "--batch", "eight"], "--batch must be an integer"),
+    (["plan", "--model", "llama-2-7b", "--prompt-len", "-5"], "prompt_len"),
+    (["plan", "--model", "llama-2-7b", "--dtype", "int4"], "unsupported dtype 'int4'"),
+    (["plan", "--model", "llama-2-7b", "--hardware", "tpu"], "unknown hardware 'tpu'"),
+    (["plan", "--model", "llama-2-7b", "--policy", "magic"], "unknown policy 'magic'"),
+    (["hardware", "nope"], "unknown hardware 'nope'"),
+])
+def test_cli_errors(capsys, args, message):
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("dak: error: ") and message in err
+    assert "Traceback" not in err and err.count("\n") == 1
+
+
+def test_cli_malformed_config(capsys, tmp_path):
+    (tmp_path / "config.json").write_text('{"model_type": "llama", "hidden_size": 64}')
+    assert main(["plan", "--model", str(tmp_path)]) == 2
+    assert "missing field 'num_hidden_layers'" in capsys.readouterr().err
+
+
+def test_usage_errors_return_2(capsys):
+    assert main(["plan"]) == 2
+    assert main([]) == 2

@@ -1,0 +1,55 @@
+import json
+
+import pytest
+
+from dak.hardware import PRESETS, HardwareProfile, get_profile
+
+
+def test_h200_preset_measurements():
+    p = get_profile("h200-pcie")
+    assert p.sm_count == 132 and p.smem_per_sm == 228 * 1024
+    assert p.hbm_capacity == 143771 * 2**20
+    assert p.host_ram == 128 * 2**30
+    assert p.host_bandwidth_ce == 55.0e9 and p.host_bandwidth_sm == 51.3e9
+    assert p.hbm_bandwidth == 3.7e12 and p.flops == 788e12
+
+
+def test_other_presets():
+    g = get_profile("gh200")
+    assert g.hbm_capacity == 96 * 10**9 and g.hbm_bandwidth == 4.0e12
+    assert g.host_bandwidth_sm == g.host_bandwidth_ce == 900e9
+    r = get_profile("rtx-pro-6000")
+    assert r.sm_count == 188 and r.smem_per_sm == 100 * 1024 and r.host_bandwidth_sm == 64e9
+
+
+def test_json_roundtrip(tmp_path):
+    path = tmp_path / "p.json"
+    PRESETS["gh200"].to_json(str(path))
+    assert HardwareProfile.from_json(str(path)) == PRESETS["gh200"]
+    assert get_profile(str(path)) == PRESETS["gh200"]
+
+
+def test_validation():
+    d = PRESETS["h200-pcie"].to_dict()
+    for field in ("hbm_bandwidth", "flops", "sm_count", "host_ram"):
+        with pytest.raises(ValueError, match=field):
+            HardwareProfile(**{**d, field: 0})
+    with pytest.raises(ValueError, match="sm_count"):
+        HardwareProfile(**{**d, "sm_count": 1.5})
+
+
+def test_errors(tmp_path):
+    with pytest.raises(ValueError, match="unknown hardware 'a100'.*h200-pcie"):
+        get_profile("a100")
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(ValueError, match="not valid JSON"):
+        get_profile(str(bad))
+    d = PRESETS["h200-pcie"].to_dict()
+    del d["flops"]
+    missing = tmp_path / "missing.json"
+    missing.write_text(json.dumps(d))
+    with pytest.raises(ValueError, match="missing field.*flops"):
+        get_profile(str(missing))
+    with pytest.raises(ValueError, match="cannot read"):
+        HardwareProfile.from_json(str(tmp_path / "nope.json"))

@@ -1,0 +1,136 @@
+import math
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from dak.hardware import get_profile
+from dak.models import Workload, list_operators, load_spec, minimum_hbm_set
+from dak.planner import plan, plan_all, solve_continuous
+
+H200 = get_profile("h200-pcie")
+GIB = 2**30
+
+
+@st.composite
+def cases(draw):
+    name = draw(st.sampled_from(["tiny-llama", "tiny-opt", "tiny-qwen2", "tiny-mistral", "llama-2-7b"]))
+    phase = draw(st.sampled_from(["decode", "prefill"]))
+    w = Workload(phase, draw(st.integers(1, 9)), draw(st.integers(1, 200)),
+                 draw(st.integers(1 if phase == "decode" else 0, 50)), draw(st.sampled_from(["bf16", "fp32"])))
+    tile = draw(st.sampled_from([1, 16, 64, 100]))
+    reserve = draw(st.sampled_from([0, 4096, 2**20]))
+    spec = load_spec(name)
+    need = sum(o.bytes for o in list_operators(spec, w, tile)) + minimum_hbm_set(spec, w, reserve).total
+    lo = minimum_hbm_set(spec, w, reserve).total
+    budget = lo + int(draw(st.floats(0, 1.05)) * (need - lo))
+    return spec, w, tile, reserve, max(budget, lo), draw(st.sampled_from(["greedy", "uniform"]))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cases())
+def test_rounded_placement_properties(case):
+    spec, w, tile, reserve, budget, policy = case
+    pl = plan(spec, w, H200, budget, policy, tile_rows=tile, reserve=reserve)
+    ops = {o.name: o for o in list_operators(spec, w, tile)}
+    d = w.dtype_bytes
+    need = sum(o.bytes for o in ops.values()) + pl.min_hbm_bytes
+    R = max(0, need - budget)
+    assert pl.required_host_bytes == R and pl.total_bytes == need
+    assert pl.hbm_bytes <= budget
+    assert pl.host_bytes >= R
+    assert pl.hbm_bytes + pl.host_bytes == need
+    for p in pl.ops:
+        assert 0.0 <= p.ratio <= 1.0
+        assert p.hbm_bytes + p.host_bytes == p.bytes == ops[p.name].bytes
+        if p.kind == "attention":
+            assert p.host_rows is None and 0 <= p.host_requests <= w.batch
+            per_request = 2 * spec.num_kv_heads * spec.head_dim * d * (w.prompt_len + w.gen_len)
+            assert p.host_bytes == p.host_requests * per_request
+        else:
+            rows = p.shape[0]
+            unit = 1 if p.kind.startswith("embed") else tile
+            assert p.host_rows == rows or p.host_rows % unit == 0
+            assert p.host_bytes * rows == p.host_rows * p.bytes  # whole rows, exact bytes
+    if R == 0:
+        assert pl.fits and pl.host_bytes == 0
+
+
+def test_fits_time_is_hbm_roofline():
+    """Llama-2-7B decode fits: TPOT = (weights + gathered rows + average KV) / B_g, all memory-bound."""
+    spec, w = load_spec("llama-2-7b"), Workload("decode", 8, 512, 128)
+    pl = plan(spec, w, H200)
+    assert pl.fits and pl.host_bytes == 0 and "no offload" in pl.note
+    weights = 2 * (6_738_415_616 - 32000 * 4096 - 65 * 4096)   # all params but embeddings and norms
+    kv = 32 * 2 * 4096 * 2 * 8 * (512 + 129 / 2)
+    emb = 8 * 4096 * 2
+    assert pl.step_time_s == pytest.approx((weights + kv + emb) / 3.7e12, rel=1e-9)
+    assert pl.effective_bandwidth == pytest.approx(3.7e12)
+
+
+def test_heavy_offload_is_host_link_bound():
+    """When every op is past its peak, greedy TPOT = host traffic / B_h (plus nothing on HBM side)."""
+    spec, w = load_spec("llama-2-70b"), Workload("decode", 8, 512, 128)
+    pl = plan(spec, w, H200, 40 * GIB)
+    host_traffic = sum(p.traffic * p.ratio for p in pl.ops)
+    assert all(p.ratio >= 51.3 / (51.3 + 3700) - 1e-9 for p in pl.ops if p.kind != "embed_tokens")
+    assert pl.step_time_s == pytest.approx(host_traffic / 51.3e9, rel=1e-3)
+    # attention (traffic/bytes < 1) and the embedding (gather only) are moved first
+    assert all(p.ratio == 1.0 for p in pl.ops if p.kind in ("attention", "embed_tokens"))
+
+
+def test_greedy_beats_uniform_and_matches_continuous():
+    spec, w = load_spec("llama-3-8b"), Workload("decode", 16, 1024, 256)
+    ops = list_operators(spec, w)
+    for budget in (6 * GIB, 10 * GIB, 14 * GIB):
+        plans = plan_all(spec, w, H200, budget)
+        g, u = plans["greedy"], plans["uniform"]
+        _, cont = solve_continuous(ops, g.required_host_bytes, H200)
+        assert g.step_time_s <= u.step_time_s * (1 + 1e-9)
+        assert g.step_time_s == pytest.approx(cont, rel=2e-3)  # rounding costs little
+
+
+def test_prefetch_model():
+    spec, w = load_spec("llama-2-70b"), Workload("decode", 8, 512, 128)
+    pf = plan(spec, w, H200, 40 * GIB, "prefetch")
+    layer_bytes = sum(p.bytes for p in pf.ops if p.layer == 0)
+    layers_total = sum(p.bytes for p in pf.ops if p.layer is not None)
+    s = pf.required_host_bytes / (layers_total - 2 * layer_bytes)
+    assert s * layers_total <= pf.host_bytes <= s * layers_total * 1.01
+    assert pf.staging_bytes == 2 * sum(p.host_bytes for p in pf.ops if p.layer == 0)
+    assert pf.hbm_bytes <= 40 * GIB
+    assert all(p.host_bytes == 0 for p in pf.ops if p.layer is None)
+    copied = sum(p.traffic * p.ratio for p in pf.ops)
+    assert pf.step_time_s >= copied / 55e9 * (1 - 1e-9)
+    assert pf.step_time_s == pytest.approx(max(copied / 55e9, pf.total_traffic / 3.7e12), rel=1e-3)
+    tight = plan(load_spec("tiny-opt"), Workload("decode", 1, 8, 1), H200, 2**20 + 100_000, "prefetch", reserve=2**20)
+    assert not tight.feasible and math.isinf(tight.step_time_s)
+
+
+def test_spare_link_uses_host_when_fitting():
+    """With 1-row tiles every weight op reaches ~x* = B_h/(B_h+B_g): T = T0 * B_g/(B_g+B_h).
+
+    Attention cannot improve (whole requests: 1/8 of the KV is past x* = 1.35%).
+    """
+    spec, w = load_spec("llama-2-7b"), Workload("decode", 8, 512, 128)
+    base = plan(spec, w, H200, tile_rows=1)
+    sp = plan(spec, w, H200, tile_rows=1, spare_link=True)
+    assert sp.fits and sp.host_bytes > 0 and sp.step_time_s < base.step_time_s
+    attn = sum(p.time_s for p in base.ops if p.kind == "attention")
+    expected = (base.step_time_s - attn) * 3.7 / (3.7 + 0.0505) + attn
+    assert sp.step_time_s == pytest.approx(expected, rel=1e-3)
+    assert all(p.host_bytes == 0 for p in sp.ops if p.kind == "attention")
+
+
+def test_budget_errors():
+    spec, w = load_spec("llama-2-7b"), Workload("decode", 8, 512, 128)
+    with pytest.raises(ValueError, match=r"below the minimum HBM-resident set .*raise --hbm-budget to at least \d+MiB"):
+        plan(spec, w, H200, 512 * 2**20)
+    with pytest.raises(ValueError, match="exceeds .*HBM capacity"):
+        plan(spec, w, H200, 200 * GIB)
+    with pytest.raises(ValueError, match="pinned host memory.*host_ram"):
+        plan(load_spec("llama-3-70b"), Workload("decode", 64, 4096, 4096), H200, 20 * GIB)
+    with pytest.raises(ValueError, match="unknown policy"):
+        plan(spec, w, H200, policy="random")
+    with pytest.raises(ValueError, match="tile_rows"):
+        plan(spec, w, H200, tile_rows=0)
