@@ -1,0 +1,32 @@
+"""Markdown summary of a bench_linear.py JSON: per host share, over all shapes and token counts.
+
+    python benchmarks/summarize_linear.py benchmarks/results/linear-decode-h200.json
+"""
+
+import json
+import statistics
+import sys
+
+
+def main(path: str) -> None:
+    d = json.load(open(path))
+    rows = d["rows"]
+    print(f"{d['meta']['gpu']}, git {d['meta']['git_sha']}, B_h (copy engine) "
+          f"{d['B_h_copy_engine'] / 1e9:.1f} GB/s, N in {sorted({r['N'] for r in rows})}, "
+          f"{len({r['shape'] for r in rows})} shapes\n")
+    print("| host share x | dak / bound (median, max) | dak EB GB/s (median) | vs prefetch (min, median) "
+          "| vs UVA (min) | vs torch all-HBM (min) |")
+    print("|---|---|---|---|---|---|")
+    for xr in sorted({r["x_req"] for r in rows}):
+        rs = [r for r in rows if r["x_req"] == xr]
+        ob = [r["dak_over_bound"] for r in rs]
+        pre = [r["speedup_vs_prefetch"] for r in rs]
+        print(f"| {100 * xr:g}% | {statistics.median(ob):.2f}, {max(ob):.2f} "
+              f"| {statistics.median(r['eb_dak'] for r in rs) / 1e9:.0f} "
+              f"| {min(pre):.2f}x, {statistics.median(pre):.2f}x "
+              f"| {min(r['speedup_vs_uva'] for r in rs):.2f}x "
+              f"| {min(r['speedup_vs_torch'] for r in rs):.3f}x |")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
