@@ -18,6 +18,7 @@ import math
 import os
 from dataclasses import dataclass
 
+from .jsonfile import load_json
 from .units import GIB, KIB, MIB
 
 
@@ -70,14 +71,7 @@ class HardwareProfile:
 
     @classmethod
     def from_json(cls, path: str) -> "HardwareProfile":
-        try:
-            with open(path) as fh:
-                data = json.load(fh)
-        except OSError as e:
-            raise ValueError(f"cannot read hardware profile {path!r}: {e.strerror}") from None
-        except json.JSONDecodeError as e:
-            raise ValueError(f"hardware profile {path!r} is not valid JSON ({e.msg} at line {e.lineno})") from None
-        return cls.from_dict(data, source=path)
+        return cls.from_dict(load_json(path, "hardware profile"), source=path)
 
 
 def _field_names() -> list[str]:

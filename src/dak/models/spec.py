@@ -6,10 +6,10 @@ Supported ``model_type``: opt, llama (Llama 2 and 3, GQA through
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 
+from ..jsonfile import load_json
 from .configs import BUILTIN_CONFIGS, builtin_config
 
 SUPPORTED_MODEL_TYPES = ("opt", "llama", "mistral", "qwen2")
@@ -134,13 +134,7 @@ def load_config(name_or_path: str) -> tuple[str, dict]:
             raise ValueError(f"folder {name_or_path!r} has no config.json")
     elif not os.path.isfile(path):
         builtin_config(name_or_path)  # raises the "unknown model" error listing names
-    try:
-        with open(path) as fh:
-            cfg = json.load(fh)
-    except OSError as e:
-        raise ValueError(f"cannot read model config {path!r}: {e.strerror}") from None
-    except json.JSONDecodeError as e:
-        raise ValueError(f"model config {path!r} is not valid JSON ({e.msg} at line {e.lineno})") from None
+    cfg = load_json(path, "model config")
     base = os.path.basename(os.path.dirname(os.path.abspath(path))) or path
     return base, cfg
 
