@@ -95,7 +95,7 @@ class PinnedBuffer:
         self.nbytes = rows * pcols * es
         self.pinned = False
         self.method = "pageable"
-        gpu = torch.cuda.is_available() and not (interpreting() and not torch.cuda.is_available())
+        gpu = torch.cuda.is_available()
         alloc = _host_alloc(self.nbytes) if gpu and self.nbytes and PIN_METHOD == "alloc" else None
         if alloc is not None:
             self._storage = alloc.view(dtype).view(rows, pcols)

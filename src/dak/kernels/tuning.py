@@ -1,8 +1,8 @@
 """Pick split-linear launch configs by a short timed sweep, cached in memory and on disk.
 
-The sweep is coordinate descent from `heuristic_config`: one knob at a time (host load path,
-host programs = the in-flight cap on the link, row tile, pipeline depth, HBM programs, HBM
-load path, reduction tile, warps), keeping whatever is fastest. It runs before first use for a
+The sweep is coordinate descent from `heuristic_config`: one knob at a time (token tile for
+N > 64, host programs = the in-flight cap on the link, row tile, host load path, pipeline
+depth, HBM programs), keeping whatever is fastest, each candidate timed by graph replay. It runs before first use for a
 (GPU, dtype, token bucket, M_H, M_G, K, bias) key and never inside CUDA graph capture.
 The disk cache lives in $DAK_CACHE_DIR (default ~/.cache/dak)/split_linear.json.
 """
