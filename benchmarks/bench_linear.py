@@ -1,7 +1,8 @@
 """Split-linear benchmark: dak's one-launch split kernel against its bound and three baselines.
 
 For each weight shape (M x K), token count N and host share x it records the median
-CUDA-graph-replay time of: dak (tuned split kernel), torch (all in HBM, cuBLAS), prefetch
+CUDA-graph-replay time of: dak (tuned split kernel, with the tuned share of host rows moved by
+the copy engine, see dak.kernels.split_linear_ce), torch (all in HBM, cuBLAS), prefetch
 (copy engine into an HBM staging buffer, overlapped), uva (whole weight read in place from
 pinned memory by cuBLAS). The bound is max((1-x) C / B_g, x C / B_h) with B_g = torch's
 effective bandwidth on the same shape and N, and B_h = copy-engine H2D bandwidth, both
@@ -26,7 +27,8 @@ from dak.kernels.timing import graph_time_ms  # noqa: E402
 
 from dak.baselines import PrefetchLinear, TorchLinear, UVALinear  # noqa: E402
 from dak.host import PinnedBuffer, device_matrix  # noqa: E402
-from dak.kernels.split_linear import host_link_bytes, split_linear, tma_compatible  # noqa: E402
+from dak.kernels.split_linear import host_link_bytes, tma_compatible  # noqa: E402
+from dak.kernels.split_linear_ce import ce_rows, split_linear_ce, staging_buffer  # noqa: E402
 from dak.kernels.config import heuristic_config  # noqa: E402
 from dak.kernels.tuning import sweep  # noqa: E402
 from dak.nn.split_linear import host_rows_for  # noqa: E402
@@ -66,13 +68,15 @@ def bench_shape(name, m, k, tokens, ratios, b_h, dtype, tune, row_tile, rows_out
                 t_dak, cfg = t_torch, None  # SplitLinear with no host rows calls torch's matmul
             else:
                 tma_ok = tma_compatible(wh) and (m_h == m or tma_compatible(parts[0][1]))
-                trials = []
+                stage = staging_buffer(torch.device("cuda"), dtype, m_h * wh.stride(0))
+
+                def run(cf, p=parts[0]):
+                    return split_linear_ce(x, *p, None, cf, stage, sms, out=out)
                 if tune:
-                    cfg, trials = sweep(lambda cf: split_linear(x, *parts[0], None, cf, out=out),
-                                        n, m_h, m - m_h, k, sms, tma_ok)
+                    cfg, trials = sweep(run, n, m_h, m - m_h, k, sms, tma_ok)
                 else:
                     cfg = heuristic_config(n, m_h, m - m_h, k, sms, tma_ok)
-                t_dak = graph_time_ms([lambda p=p: split_linear(x, *p, None, cfg, out=out) for p in parts])
+                t_dak = graph_time_ms([lambda p=p: run(cfg, p) for p in parts])
             pre = [PrefetchLinear(*p, None) for p in parts]
             t_pre = graph_time_ms([lambda f=f: f(x) for f in pre]) if m_h else t_torch
             del pre
@@ -85,12 +89,13 @@ def bench_shape(name, m, k, tokens, ratios, b_h, dtype, tune, row_tile, rows_out
                 "speedup_vs_torch": t_torch / t_dak, "speedup_vs_prefetch": t_pre / t_dak,
                 "speedup_vs_uva": t_uva / t_dak, "host_link_bytes_per_host_byte": amp,
                 "config": cfg.to_dict() if cfg else "torch",
+                "ce_rows": ce_rows(cfg, m_h) if cfg else 0,
                 "sweep": sorted(trials, key=lambda t: t[1])[:6] if m_h else [],
             }
             rows_out.append(row)
             print(f"{name:16s} N={n:4d} x={100*xr:6.2f}% dak {t_dak*1e3:9.1f}us bound {bound*1e3:9.1f}us "
                   f"r={t_dak/bound:5.2f} torch {t_torch*1e3:8.1f} pre {t_pre*1e3:9.1f} uva {t_uva*1e3:9.1f} "
-                  f"EB {row['eb_dak']/1e9:7.1f}GB/s amp {amp:.0f}", flush=True)
+                  f"EB {row['eb_dak']/1e9:7.1f}GB/s amp {amp:.0f} ce {row['ce_rows']}", flush=True)
     pinned.free()
 
 

@@ -8,7 +8,8 @@ import torch
 from dak.baselines import PrefetchLinear, UVALinear
 from dak.host import PinnedBuffer, device_matrix
 from dak.kernels.config import KernelConfig, finalize
-from dak.kernels.split_linear import split_linear, tma_compatible
+from dak.kernels.split_linear import tma_compatible
+from dak.kernels.split_linear_ce import split_linear_ce, staging_buffer
 from dak.nn import SplitLinear
 
 pytestmark = pytest.mark.gpu
@@ -35,9 +36,12 @@ def _case(rng, m, k, n, m_h, dtype, bias, cfg_kw):
     wh = PinnedBuffer.from_tensor(w[:m_h].to(dtype))
     wg = device_matrix(m - m_h, k, dtype, torch.device("cuda"))
     wg.copy_(w[m_h:].to(dtype))
-    cfg = finalize(KernelConfig(**cfg_kw), m_h, m - m_h, torch.cuda.get_device_properties(0).multi_processor_count)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    cfg = finalize(KernelConfig(**cfg_kw), m_h, m - m_h, sms)
     out = torch.full((n, m), float("nan"), device="cuda", dtype=dtype)
-    split_linear(x.to(dtype), wh.tensor, wg, None if b is None else b.to(dtype), cfg, out=out)
+    stage = staging_buffer(torch.device("cuda"), dtype, m_h * wh.tensor.stride(0))
+    stage.fill_(float("nan"))
+    split_linear_ce(x.to(dtype), wh.tensor, wg, None if b is None else b.to(dtype), cfg, stage, sms, out=out)
     torch.cuda.synchronize()
     assert not out.isnan().any(), "unwritten outputs"
     err = _rel(out, ref)
@@ -57,7 +61,8 @@ def test_random_cases_against_fp32_reference():
         m_h = rng.choice([0, m, rng.randint(0, m)])
         dtype = rng.choice([torch.bfloat16, torch.float16])
         cfg_kw = dict(rng.choice(PRESETS), host_programs=rng.choice([1, 8, 16, 32]),
-                      hbm_programs=rng.choice([7, 132, 264]))
+                      hbm_programs=rng.choice([7, 132, 264]),
+                      ce_share=rng.choice([0.0, 0.0, 0.3, 1.0]), ce_chunks=rng.choice([1, 2, 5]))
         cfg_kw["block_n"] = 64 if n > 16 else 16
         try:
             _case(rng, m, k, n, m_h, dtype, rng.random() < 0.5, cfg_kw)
@@ -89,6 +94,30 @@ def test_module_under_cuda_graph_matches_eager(ratio):
         g.replay()
         torch.cuda.synchronize()
         assert torch.equal(y_static, mod(x_static))
+
+
+def test_copy_engine_path_under_cuda_graph():
+    """Chunked copies, the zero-copy kernel and the chunk GEMVs on three streams, captured."""
+    m, k, m_h, dtype = 3000, 1024, 2000, torch.float16
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    w = torch.randn(m, k, device="cuda", dtype=dtype)
+    wh = PinnedBuffer.from_tensor(w[:m_h])
+    wg = w[m_h:].contiguous()
+    stage = staging_buffer(torch.device("cuda"), dtype, m_h * k)
+    cfg = finalize(KernelConfig(block_m=32, block_k=128, ce_share=0.6, ce_chunks=4), m_h, m - m_h, sms)
+    x = torch.randn(8, k, device="cuda", dtype=dtype)
+    y = split_linear_ce(x, wh.tensor, wg, None, cfg, stage, sms)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        y_static = split_linear_ce(x, wh.tensor, wg, None, cfg, stage, sms)
+    for _ in range(5):
+        x.copy_(torch.randn_like(x))
+        stage.fill_(float("nan"))
+        g.replay()
+        torch.cuda.synchronize()
+        assert _rel(y_static, x.float() @ w.float().T) < TOL[dtype]
+        assert torch.equal(y_static, split_linear_ce(x, wh.tensor, wg, None, cfg, stage, sms))
+    assert y.shape == (8, m)
 
 
 def test_unprepared_bucket_inside_capture_is_an_error():

@@ -10,6 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 MAX_DECODE_TOKENS = 64  # up to this many tokens, one program covers all of them: no re-reads
+# Above this host share a memory-bound operator is link-bound on a PCIe Gen5 GPU (x* = B_h /
+# (B_h + B_g) ~ 1.5% on the H200); the untuned config then moves host rows by copy engine.
+LINK_BOUND_SHARE = 0.02
 
 
 def cdiv(a: int, b: int) -> int:
@@ -29,6 +32,9 @@ class KernelConfig:
     hbm_programs: programs that read only HBM rows.
     num_stages: software-pipeline depth (loads in flight per program).
     host_tma / hbm_tma: load that side's tiles with TMA (TensorDescriptor) instead of plain loads.
+    ce_share: fraction of the host rows moved by the copy engine (in `ce_chunks` pipelined
+        chunks into an HBM staging buffer) instead of read in place; on a PCIe host link the
+        copy engine moves more bytes per second than SM loads (see dak.kernels.split_linear_ce).
     """
 
     block_m: int = 32
@@ -40,6 +46,8 @@ class KernelConfig:
     hbm_programs: int = 264
     host_tma: bool = False
     hbm_tma: bool = False
+    ce_share: float = 0.0
+    ce_chunks: int = 1
 
     def __post_init__(self):
         for f in ("block_m", "block_n", "block_k"):
@@ -50,6 +58,9 @@ class KernelConfig:
             raise ValueError("program counts must be non-negative")
         if self.num_stages < 1 or self.num_warps not in (1, 2, 4, 8, 16):
             raise ValueError(f"bad num_stages/num_warps: {self.num_stages}/{self.num_warps}")
+        if not 0.0 <= self.ce_share <= 1.0 or self.ce_chunks < 1:
+            raise ValueError(f"ce_share must be in [0, 1] and ce_chunks >= 1, got "
+                             f"{self.ce_share}/{self.ce_chunks}")
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -105,5 +116,7 @@ def heuristic_config(n_tokens: int, m_host: int, m_hbm: int, k: int, sms: int, t
         hbm_programs=2 * sms,
         host_tma=False,
         hbm_tma=False,
+        ce_share=1.0 if m_host > LINK_BOUND_SHARE * m_total else 0.0,
+        ce_chunks=4,
     )
     return finalize(cfg, m_host, m_hbm, sms)

@@ -172,8 +172,9 @@ def check_split_args(x, w_host, w_hbm, bias, out):
         raise ValueError(f"bias must be ({m},) {x.dtype} on {x.device}, got {tuple(bias.shape)} "
                          f"{bias.dtype} on {bias.device}")
     if out is not None and (out.shape != (n, m) or out.dtype != x.dtype or out.device != x.device
-                            or not out.is_contiguous()):
-        raise ValueError(f"out must be a contiguous ({n}, {m}) {x.dtype} tensor on {x.device}")
+                            or (n > 1 and m > 1 and out.stride(1) != 1)):
+        raise ValueError(f"out must be a ({n}, {m}) {x.dtype} tensor on {x.device} with unit column "
+                         "stride (contiguous, or a column slice of a contiguous tensor)")
     return n, k, w_host.shape[0], w_hbm.shape[0]
 
 

@@ -1,8 +1,9 @@
 """Pick split-linear launch configs by a short timed sweep, cached in memory and on disk.
 
-The sweep is coordinate descent from `heuristic_config`: one knob at a time (token tile for
-N > 64, host programs = the in-flight cap on the link, row tile, host load path, pipeline
-depth, HBM programs), keeping whatever is fastest, each candidate timed by graph replay. It runs before first use for a
+The sweep is coordinate descent from `heuristic_config`: one knob at a time (share of host
+rows moved by the copy engine and its chunking, token tile for N > 64, host programs = the
+in-flight cap on the link, row tile, host load path, pipeline depth, HBM programs, then a finer
+copy-engine share), keeping whatever is fastest, each candidate timed by graph replay. It runs before first use for a
 (GPU, dtype, token bucket, M_H, M_G, K, bias) key and never inside CUDA graph capture.
 The disk cache lives in $DAK_CACHE_DIR (default ~/.cache/dak)/split_linear.json.
 """
@@ -70,16 +71,21 @@ def cached(key: str) -> KernelConfig | None:
 
 
 def _knobs(n: int, m_h: int, m_g: int, sms: int, tma_ok: bool):
+    if m_h:
+        yield "ce_share", [0.0, 0.5, 1.0]
+        yield "ce_chunks", [1, 2, 4, 8]
     if n > 64:
         yield "block_n", [64, 128]
     if m_h:
-        yield "host_programs", [8, 16, 32, 64]
+        yield "host_programs", [4, 8, 16, 32, 64]
     yield "block_m", [16, 32, 64]
     if m_h and tma_ok:
         yield "host_tma", [False, True]
     yield "num_stages", [3, 4, 5]
     if m_g:
         yield "hbm_programs", [sms, 2 * sms, 4 * sms]
+    if m_h:
+        yield "ce_share", [0.25, 0.75]
 
 
 def sweep(run: Callable[[KernelConfig], object], n: int, m_h: int, m_g: int, k: int,
@@ -109,8 +115,10 @@ def sweep(run: Callable[[KernelConfig], object], n: int, m_h: int, m_g: int, k: 
     best_t = measure(best)
     for name, values in _knobs(n, m_h, m_g, sms, tma_ok):
         for v in values:
-            if v == getattr(best, name):
+            if v == getattr(best, name) or (name == "ce_chunks" and best.ce_share == 0):
                 continue
+            if name == "host_programs" and best.ce_share == 1:
+                continue  # no host rows are read in place
             cand = replace(best, **{name: v})
             t = measure(cand)
             if t < best_t * 0.99:

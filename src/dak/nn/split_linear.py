@@ -75,6 +75,7 @@ class SplitLinear(nn.Module):
         b = None if bias is None else bias.detach().to(device=device, dtype=self.dtype).contiguous()
         self.register_buffer("bias", b, persistent=False)
         self._configs: dict[int, KernelConfig] = {}
+        self._staging: torch.Tensor | None = None  # shared copy-engine staging (see split_linear_ce)
         self._gpu = gpu_name(device)
         self._sms = sm_count(device)
 
@@ -98,7 +99,13 @@ class SplitLinear(nn.Module):
 
     def _launch(self, x2: torch.Tensor, cfg: KernelConfig, out: torch.Tensor | None = None):
         from dak.kernels.split_linear import split_linear
-        return split_linear(x2, self.w_host, self.w_hbm, self.bias, cfg, out=out)
+        if cfg.ce_share == 0:
+            return split_linear(x2, self.w_host, self.w_hbm, self.bias, cfg, out=out)
+        from dak.kernels.split_linear_ce import ce_rows, split_linear_ce, staging_buffer
+        need = ce_rows(cfg, self.host_rows) * self.w_host.stride(0)
+        if self._staging is None or self._staging.numel() < need:
+            self._staging = staging_buffer(self.w_hbm.device, self.dtype, need)
+        return split_linear_ce(x2, self.w_host, self.w_hbm, self.bias, cfg, self._staging, self._sms, out=out)
 
     def prepare(self, n_tokens: int) -> KernelConfig | None:
         """Choose (and cache) the launch config for `n_tokens`, compiling the kernel. Not in capture."""

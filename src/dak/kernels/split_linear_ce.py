@@ -1,0 +1,162 @@
+"""Split linear with part of the host rows moved by the copy engine instead of SM loads.
+
+Measured on the H200 over PCIe Gen5 (benchmarks/results/probe-link-mix-h200.json): the copy
+engine moves 55 GB/s, SM zero-copy loads 50-51 GB/s, and running both at once shares the same
+~55 GB/s link. So once the host link sets an operator's time, the fastest way to bring host
+rows in is the copy engine, pipelined so that compute never waits for the whole copy:
+
+    main stream:    [ split kernel: zero-copy host rows [m_ce, m_h) + HBM rows ]------------+
+    copy stream:    [copy chunk 0][copy chunk 1] ... [copy chunk C-1]                        |
+    compute stream:           [GEMV chunk 0]  [GEMV chunk 1] ...   [GEMV chunk C-1] -> join -+
+
+Host rows [0, m_ce) (m_ce = ce_share * m_h, rounded to row tiles) are copied chunk by chunk into
+an HBM staging buffer (`staging`, at least (m_ce, row stride) elements; shared by operators that
+run one after another on a stream) and each chunk is multiplied as soon as it lands. Every host
+byte still crosses the link once. All ordering uses CUDA events, so the whole thing captures
+into a CUDA graph. Under the interpreter (no GPU) the same steps run in order on the CPU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from functools import lru_cache
+
+import torch
+
+from dak.kernels.config import KernelConfig, cdiv, finalize
+from dak.kernels.split_linear import check_split_args, split_linear
+
+
+@dataclass(frozen=True)
+class CEPlan:
+    """Row ranges and per-launch configs of one copy-engine-assisted split linear."""
+
+    m_ce: int  # host rows [0, m_ce) go through the copy engine
+    chunks: tuple[tuple[int, int], ...]  # row ranges copied and multiplied one at a time
+    main: KernelConfig  # zero-copy host rows [m_ce, m_h) and the HBM rows
+    chunk_cfgs: tuple[KernelConfig, ...]
+
+
+def ce_rows(cfg: KernelConfig, m_h: int) -> int:
+    """Host rows routed through the copy engine: ce_share of m_h rounded to whole row tiles."""
+    if cfg.ce_share <= 0 or m_h == 0:
+        return 0
+    if cfg.ce_share >= 1:
+        return m_h
+    return min(m_h, round(cfg.ce_share * m_h / cfg.block_m) * cfg.block_m)
+
+
+@lru_cache(maxsize=4096)
+def ce_plan(cfg: KernelConfig, m_h: int, m_g: int, sms: int) -> CEPlan:
+    m_ce = ce_rows(cfg, m_h)
+    n_chunks = max(1, min(cfg.ce_chunks, cdiv(m_ce, cfg.block_m)))
+    per = cdiv(cdiv(m_ce, n_chunks), cfg.block_m) * cfg.block_m if m_ce else 0
+    chunks = tuple((lo, min(lo + per, m_ce)) for lo in range(0, m_ce, per)) if m_ce else ()
+    main = finalize(replace(cfg, ce_share=0.0, ce_chunks=1), m_h - m_ce, m_g, sms)
+    chunk_cfgs = tuple(finalize(replace(cfg, ce_share=0.0, ce_chunks=1, hbm_programs=2 * sms),
+                                0, hi - lo, sms) for lo, hi in chunks)
+    return CEPlan(m_ce, chunks, main, chunk_cfgs)
+
+
+def staging_rows_view(staging: torch.Tensor, rows: int, w_host: torch.Tensor) -> torch.Tensor:
+    """(rows, K) view of `staging` with w_host's row stride, so chunk copies are one memcpy."""
+    stride = w_host.stride(0)
+    if staging.dim() != 1 or staging.numel() < rows * stride or staging.dtype != w_host.dtype:
+        raise ValueError(f"staging must be a flat {w_host.dtype} buffer of at least {rows * stride} "
+                         f"elements, got {tuple(staging.shape)} {staging.dtype}")
+    return staging[: rows * stride].view(rows, stride)
+
+
+def _padded_rows(w: torch.Tensor, lo: int, hi: int) -> torch.Tensor:
+    """Rows [lo, hi) of `w` including the padding up to its row stride (one contiguous block)."""
+    return w.as_strided((hi - lo, w.stride(0)), (w.stride(0), 1), w.storage_offset() + lo * w.stride(0))
+
+
+class _Streams:
+    """A copy stream and a compute stream per device, created on first use."""
+
+    _by_device: dict = {}
+
+    @classmethod
+    def get(cls, device: torch.device):
+        if device not in cls._by_device:
+            cls._by_device[device] = (torch.cuda.Stream(device), torch.cuda.Stream(device))
+        return cls._by_device[device]
+
+
+def split_linear_ce(x: torch.Tensor, w_host: torch.Tensor, w_hbm: torch.Tensor, bias: torch.Tensor | None,
+                    cfg: KernelConfig, staging: torch.Tensor, sms: int,
+                    out: torch.Tensor | None = None) -> torch.Tensor:
+    """Y = x @ cat(w_host, w_hbm)^T + bias with host rows [0, m_ce) staged by the copy engine.
+
+    Shapes and dtypes as `split_linear`; `staging` is a flat HBM buffer of w_host's dtype with
+    at least m_ce * w_host.stride(0) elements. w_host must have whole padded rows in its storage
+    (true for dak.host.PinnedBuffer). Returns `out` (allocated if None).
+    """
+    n, k, m_h, m_g = check_split_args(x, w_host, w_hbm, bias, out)
+    if out is None:
+        out = torch.empty((n, m_h + m_g), dtype=x.dtype, device=x.device)
+    plan = ce_plan(cfg, m_h, m_g, sms)
+    if plan.m_ce == 0 or n == 0:
+        return split_linear(x, w_host, w_hbm, bias, plan.main, out=out)
+    end = w_host.storage_offset() + plan.m_ce * w_host.stride(0)
+    if w_host.untyped_storage().nbytes() < end * w_host.element_size():
+        raise ValueError("w_host's storage must hold whole padded rows; use a dak.host.PinnedBuffer")
+    stage = staging_rows_view(staging, plan.m_ce, w_host)
+    empty = w_host[:0]
+
+    def bias_of(lo, hi):
+        return None if bias is None else bias[lo:hi]
+
+    def chunk(i):
+        lo, hi = plan.chunks[i]
+        split_linear(x, empty, stage[lo:hi, :k], bias_of(lo, hi), plan.chunk_cfgs[i], out=out[:, lo:hi])
+
+    rest = (w_host[plan.m_ce:], w_hbm, bias_of(plan.m_ce, m_h + m_g), plan.main, out[:, plan.m_ce:])
+    if x.device.type != "cuda":  # interpreter: same steps, in order
+        for i, (lo, hi) in enumerate(plan.chunks):
+            stage[lo:hi].copy_(_padded_rows(w_host, lo, hi))
+            chunk(i)
+        if rest[0].shape[0] + m_g:
+            split_linear(x, *rest[:4], out=rest[4])
+        return out
+    copy_s, comp_s = _Streams.get(x.device)
+    main = torch.cuda.current_stream(x.device)
+    copy_s.wait_stream(main)
+    comp_s.wait_stream(main)
+    landed = []
+    with torch.cuda.stream(copy_s):
+        for lo, hi in plan.chunks:
+            stage[lo:hi].copy_(_padded_rows(w_host, lo, hi), non_blocking=True)
+            ev = torch.cuda.Event()
+            ev.record(copy_s)
+            landed.append(ev)
+    if rest[0].shape[0] + m_g:
+        split_linear(x, *rest[:4], out=rest[4])
+    with torch.cuda.stream(comp_s):
+        for i, ev in enumerate(landed):
+            comp_s.wait_event(ev)
+            chunk(i)
+    main.wait_stream(copy_s)
+    main.wait_stream(comp_s)
+    return out
+
+
+_STAGING: dict = {}
+
+
+def staging_buffer(device: torch.device, dtype: torch.dtype, numel: int) -> torch.Tensor:
+    """A flat HBM buffer of at least `numel` elements, shared by every caller on (device, dtype).
+
+    Operators that run one after another on a stream can share it. It only grows (a new, larger
+    buffer replaces the shared one; earlier holders keep theirs). Not callable inside capture.
+    """
+    key = (torch.device(device), dtype)
+    buf = _STAGING.get(key)
+    if buf is None or buf.numel() < numel:
+        if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+            raise RuntimeError("the copy-engine staging buffer must be sized before CUDA graph "
+                               "capture; call prepare() on every SplitLinear first")
+        buf = torch.empty(max(numel, 1), dtype=dtype, device=device)
+        _STAGING[key] = buf
+    return buf

@@ -1,0 +1,82 @@
+"""Copy-engine-assisted split linear (dak.kernels.split_linear_ce) against a float32 reference.
+
+On the CPU the chunk copies and launches run in order under TRITON_INTERPRET=1; the GPU test
+file runs the streamed version.
+"""
+
+import os
+
+import pytest
+import torch
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+if os.environ["TRITON_INTERPRET"] != "1" and not torch.cuda.is_available():
+    pytest.skip("needs TRITON_INTERPRET=1 or a GPU", allow_module_level=True)
+
+from dak.host import PinnedBuffer, device_matrix  # noqa: E402
+from dak.kernels.config import KernelConfig, block_n_for  # noqa: E402
+from dak.kernels.split_linear_ce import ce_plan, ce_rows, split_linear_ce, staging_buffer  # noqa: E402
+from dak.runtime_env import kernel_device  # noqa: E402
+
+TOL = {torch.bfloat16: 1e-2, torch.float16: 2e-3}
+DEV = kernel_device()
+
+
+def _case(m, k, n, m_h, share, chunks, dtype, bias, seed):
+    g = torch.Generator().manual_seed(seed)
+    w, x = torch.randn(m, k, generator=g), torch.randn(n, k, generator=g)
+    b = torch.randn(m, generator=g) if bias else None
+    ref = x.to(dtype).double() @ w.to(dtype).double().T
+    if bias:
+        ref = ref + b.to(dtype).double()
+    wh = PinnedBuffer.from_tensor(w[:m_h].to(dtype))
+    wg = device_matrix(m - m_h, k, dtype, DEV)
+    wg.copy_(w[m_h:].to(dtype))
+    cfg = KernelConfig(block_m=16, block_n=block_n_for(n), block_k=32, host_programs=2, hbm_programs=3,
+                       ce_share=share, ce_chunks=chunks)
+    stage = staging_buffer(DEV, dtype, m_h * wh.tensor.stride(0))
+    stage.fill_(float("nan"))  # stale staging must never leak into results
+    out = torch.full((n, m), float("nan"), dtype=dtype, device=DEV)
+    res = split_linear_ce(x.to(dtype).to(DEV), wh.tensor, wg, None if b is None else b.to(dtype).to(DEV),
+                          cfg, stage, sms=4, out=out)
+    assert res is out and not out.isnan().any(), "some outputs were never written"
+    err = ((out.double().cpu() - ref).norm() / ref.norm()).item()
+    assert err < TOL[dtype], f"rel err {err}: m={m} k={k} n={n} m_h={m_h} share={share} chunks={chunks}"
+
+
+@pytest.mark.parametrize("share,chunks", [(1.0, 1), (1.0, 3), (0.5, 2), (0.25, 8)])
+@pytest.mark.parametrize("n", [1, 17, 70])
+def test_ce_split_matches_reference(share, chunks, n):
+    for i, dtype in enumerate((torch.bfloat16, torch.float16)):
+        _case(83, 40, n, 50, share, chunks, dtype, bias=(n + i) % 2 == 1, seed=n + chunks + i)
+
+
+def test_ce_all_rows_on_host_and_odd_k():
+    _case(45, 13, 3, 45, 1.0, 2, torch.bfloat16, bias=True, seed=1)  # 13 columns: padded host rows
+    _case(45, 13, 3, 45, 0.5, 4, torch.float16, bias=False, seed=2)
+
+
+def test_ce_plan_covers_host_rows_once():
+    cfg = KernelConfig(block_m=16, ce_share=0.6, ce_chunks=3)
+    plan = ce_plan(cfg, 200, 50, 132)
+    assert plan.m_ce == ce_rows(cfg, 200) == 128  # 0.6 * 200 rounded to row tiles
+    covered = [r for lo, hi in plan.chunks for r in range(lo, hi)]
+    assert covered == list(range(plan.m_ce)), "chunks must tile [0, m_ce) exactly once"
+    assert ce_rows(KernelConfig(ce_share=0.0), 200) == 0 and ce_rows(KernelConfig(ce_share=1.0), 7) == 7
+
+
+def test_ce_rejects_small_staging():
+    dtype = torch.bfloat16
+    wh = PinnedBuffer.from_tensor(torch.randn(32, 16).to(dtype))
+    wg = device_matrix(16, 16, dtype, DEV)
+    cfg = KernelConfig(block_m=16, block_k=16, ce_share=1.0)
+    with pytest.raises(ValueError, match="staging"):
+        split_linear_ce(torch.randn(2, 16).to(dtype).to(DEV), wh.tensor, wg, None, cfg,
+                        torch.empty(10, dtype=dtype, device=DEV), sms=4)
+
+
+def test_bad_ce_config():
+    with pytest.raises(ValueError, match="ce_share"):
+        KernelConfig(ce_share=1.5)
+    with pytest.raises(ValueError, match="ce_chunks"):
+        KernelConfig(ce_chunks=0)
