@@ -1,0 +1,144 @@
+"""SplitKVCache writes, the SDPA-shaped entry points and the HF adapter (CPU, Triton interpreter)."""
+
+import os
+from types import SimpleNamespace
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+if os.environ["TRITON_INTERPRET"] != "1" and not torch.cuda.is_available():
+    pytest.skip("needs TRITON_INTERPRET=1 or a GPU", allow_module_level=True)
+
+from attention_oracle import TOL, reference_attention, rel_err  # noqa: E402
+from dak.kv_cache import SplitKVCache  # noqa: E402
+from dak.nn.split_attention import (hf_attention_forward, prefill_attention, prepare_decode,  # noqa: E402
+                                    split_decode_attention)
+
+BF, FP = torch.bfloat16, torch.float16
+
+
+def _cache(batch=3, b_h=1, hkv=2, s=40, d=64, dtype=BF, layers=2):
+    return SplitKVCache(layers, batch, s, hkv, d, dtype, host_requests=b_h)
+
+
+def _same(cache, layer, ref_k, ref_v, lengths):
+    k, v = cache.gather(layer)
+    for b, n in enumerate(lengths.tolist()):
+        assert torch.equal(k[b, :, :n].cpu(), ref_k[b, :, :n]), f"K of request {b} differs"
+        assert torch.equal(v[b, :, :n].cpu(), ref_v[b, :, :n]), f"V of request {b} differs"
+
+
+@pytest.mark.parametrize("b_h", [0, 2, 5])
+def test_prompt_then_appends_match_reference_cache(b_h):
+    torch.manual_seed(b_h)
+    batch, hkv, hq, s, d, dtype = 5, 2, 8, 40, 64, FP
+    cache = _cache(batch, b_h, hkv, s, d, dtype)
+    assert cache.k_host(1).shape == (b_h, hkv, s, d) and cache.k_hbm(1).shape == (batch - b_h, hkv, s, d)
+    ref_k = torch.zeros(batch, hkv, s, d, dtype=dtype)
+    ref_v = torch.zeros_like(ref_k)
+    prompt = torch.tensor([7, 1, 12, 3, 12], dtype=torch.int32)
+    k = torch.randn(batch, hkv, 12, d).to(dtype)
+    v = torch.randn(batch, hkv, 12, d).to(dtype)
+    q = torch.randn(batch, hq, 12, d).to(dtype)
+    y = prefill_attention(q, k, v, cache, 1, prompt_lengths=prompt)
+    assert torch.equal(y, F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True))
+    for b, n in enumerate(prompt.tolist()):
+        ref_k[b, :, :n], ref_v[b, :, :n] = k[b, :, :n], v[b, :, :n]
+    cache.lengths.copy_(prompt)
+    _same(cache, 1, ref_k, ref_v, prompt)
+    prepare_decode(cache, hq)
+    for step in range(3):
+        cache.lengths += 1
+        k1 = torch.randn(batch, hkv, d).to(dtype)
+        v1 = torch.randn(batch, hkv, d).to(dtype)
+        cache.append(1, k1, v1)
+        for b, n in enumerate(cache.lengths.tolist()):
+            ref_k[b, :, n - 1], ref_v[b, :, n - 1] = k1[b], v1[b]
+        q1 = torch.randn(batch, hq, 1, d).to(dtype)
+        out = torch.full_like(q1, float("nan"))
+        y = split_decode_attention(q1, cache, 1, out=out)
+        assert y.shape == q1.shape and not out.isnan().any()
+        err = rel_err(out[:, :, 0], reference_attention(q1[:, :, 0], ref_k, ref_v, cache.lengths))
+        assert err < TOL[dtype], f"step {step}: rel err {err}"
+    _same(cache, 1, ref_k, ref_v, cache.lengths)
+
+
+def test_write_with_start_and_strided_source():
+    cache = _cache(batch=3, b_h=2, s=20)
+    src = torch.randn(3, 6, 2, 64).to(BF).transpose(1, 2)  # (B, Hkv, L, D) non-contiguous, like HF
+    start = torch.tensor([0, 14, 5], dtype=torch.int32)
+    count = torch.tensor([6, 6, 2], dtype=torch.int32)
+    cache.write(0, src, src, start, count)
+    k, _ = cache.gather(0)
+    for b in range(3):
+        s0, n = int(start[b]), int(count[b])
+        assert torch.equal(k[b, :, s0:s0 + n], src[b, :, :n])
+
+
+def test_hf_adapter_prefill_then_decode():
+    torch.manual_seed(0)
+    cache = _cache(batch=2, b_h=1, hkv=2, s=16, d=64, dtype=BF)
+    mod = SimpleNamespace(layer_idx=1)
+    q, k, v = torch.randn(2, 4, 5, 64).to(BF), torch.randn(2, 2, 5, 64).to(BF), torch.randn(2, 2, 5, 64).to(BF)
+    cache.lengths.fill_(5)
+    y, w = hf_attention_forward(mod, q, k, v, None, dak_cache=cache)
+    assert w is None and y.shape == (2, 5, 4, 64)
+    cache.lengths += 1
+    q1, k1, v1 = torch.randn(2, 4, 1, 64).to(BF), torch.randn(2, 2, 1, 64).to(BF), torch.randn(2, 2, 1, 64).to(BF)
+    y1, _ = hf_attention_forward(mod, q1, k1, v1, None, dak_cache=cache)
+    kk, vv = torch.cat([k, k1], 2), torch.cat([v, v1], 2)
+    ref = reference_attention(q1[:, :, 0], kk, vv, cache.lengths)
+    assert y1.shape == (2, 1, 4, 64) and rel_err(y1[:, 0], ref) < TOL[BF]
+    with pytest.raises(ValueError, match="dak_cache"):
+        hf_attention_forward(mod, q1, k1, v1, None)
+
+
+@pytest.mark.parametrize("kw,match", [
+    (dict(host_requests=4), "cannot exceed"), (dict(head_dim=96), "head_dim"),
+    (dict(dtype=torch.float32), "dtype"), (dict(max_len=0), "max_len"), (dict(batch=2.0), "batch"),
+])
+def test_cache_constructor_rejects(kw, match):
+    args = dict(layers=1, batch=3, max_len=8, kv_heads=2, head_dim=64, dtype=BF, host_requests=1)
+    with pytest.raises(ValueError, match=match):
+        SplitKVCache(**{**args, **kw})
+
+
+def test_cache_writes_reject_bad_input():
+    cache = _cache(batch=3, b_h=1, s=8)
+    k = torch.randn(3, 2, 64).to(BF)
+    cache.lengths.fill_(1)
+    with pytest.raises(ValueError, match="kv_heads"):
+        cache.append(0, torch.randn(3, 4, 64).to(BF), k)
+    with pytest.raises(ValueError, match="holds 3"):
+        cache.append(0, torch.randn(4, 2, 64).to(BF), torch.randn(4, 2, 64).to(BF))
+    with pytest.raises(ValueError, match="dtype"):
+        cache.append(0, k.half(), k.half())
+    with pytest.raises(ValueError, match="device"):
+        cache.append(0, k.to("meta"), k.to("meta"))
+    with pytest.raises(ValueError, match="layer"):
+        cache.append(2, k, k)
+    cache.lengths.zero_()
+    with pytest.raises(ValueError, match=">= 1"):
+        cache.append(0, k, k)
+    cache.lengths.fill_(9)
+    with pytest.raises(ValueError, match=r"\[0, 8\]"):
+        cache.append(0, k, k)
+    with pytest.raises(ValueError, match="max_len 8"):
+        cache.write_prompt(0, torch.randn(3, 2, 9, 64).to(BF), torch.randn(3, 2, 9, 64).to(BF))
+    with pytest.raises(ValueError, match="max_len 8"):
+        cache.write(0, torch.randn(3, 2, 2, 64).to(BF), torch.randn(3, 2, 2, 64).to(BF),
+                    start=torch.tensor([0, 7, 0], dtype=torch.int32))
+
+
+def test_entry_points_reject_bad_input():
+    cache = _cache(batch=3, b_h=1, hkv=2, s=8)
+    with pytest.raises(ValueError, match="multiple"):
+        prepare_decode(cache, 3)
+    with pytest.raises(ValueError, match="batch"):
+        prepare_decode(cache, 4, batch=4)
+    with pytest.raises(ValueError, match="one query token"):
+        split_decode_attention(torch.randn(3, 4, 2, 64).to(BF), cache, 0)
+    with pytest.raises(ValueError, match="multiple of kv heads"):
+        prefill_attention(torch.randn(1, 3, 2, 64), torch.randn(1, 2, 2, 64), torch.randn(1, 2, 2, 64), cache, 0)

@@ -1,0 +1,144 @@
+"""The split decode-attention kernel under TRITON_INTERPRET=1 against the float32 oracle (CPU)."""
+
+import os
+
+import pytest
+import torch
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+if os.environ["TRITON_INTERPRET"] != "1" and not torch.cuda.is_available():
+    pytest.skip("needs TRITON_INTERPRET=1 or a GPU", allow_module_level=True)
+
+from attention_oracle import TOL, reference_attention, rel_err  # noqa: E402
+from dak.host import PinnedBuffer  # noqa: E402
+from dak.kernels.attention_config import (AttentionConfig, finalize, heuristic_config,  # noqa: E402
+                                          hbm_splits_for, host_splits_for)
+from dak.kernels.split_attention import split_attention  # noqa: E402
+from dak.runtime_env import kernel_device  # noqa: E402
+
+DEV = kernel_device()
+BF, FP = torch.bfloat16, torch.float16
+
+
+def _pinned(t):
+    """t (n, Hkv, S, D) copied into exact-size host storage (pinned on a GPU machine)."""
+    buf = PinnedBuffer.from_tensor(t.reshape(-1, t.shape[-1]))
+    return buf.tensor.view(t.shape), buf
+
+
+def _case(batch, b_h, hq, hkv, s, d, dtype, lengths, tma=False, cfg_kw=None, bq=None, seed=0,
+          scale=None):
+    g = torch.Generator().manual_seed(seed)
+    bq = batch if bq is None else bq
+    k = torch.randn(batch, hkv, s, d, generator=g).to(dtype)
+    v = torch.randn(batch, hkv, s, d, generator=g).to(dtype)
+    q = torch.randn(bq, hq, d, generator=g).to(dtype)
+    lengths = torch.tensor(lengths, dtype=torch.int32)
+    (kh, bk), (vh, bv) = _pinned(k[:b_h]), _pinned(v[:b_h])
+    kg, vg = k[b_h:].to(DEV), v[b_h:].to(DEV)
+    cfg = heuristic_config(b_h, batch - b_h, hkv, hq // hkv, s, d, sms=4)
+    cfg = AttentionConfig(**{**cfg.to_dict(), "host_tma": tma, "hbm_tma": tma, **(cfg_kw or {})})
+    cfg = finalize(cfg, b_h, batch - b_h, hkv, s, 4, keep_splits=bool(cfg_kw and "hbm_splits" in cfg_kw))
+    out = torch.full((bq, hq, d), float("nan"), dtype=dtype, device=DEV)  # poisoned
+    res = split_attention(q.to(DEV), kh, vh, kg, vg, lengths.to(DEV), cfg, scale=scale, out=out)
+    assert res is out
+    assert not out.isnan().any(), "some outputs were never written"
+    ref = reference_attention(q, k, v, lengths, scale)
+    err = rel_err(out.cpu(), ref)
+    assert err < TOL[dtype], f"rel err {err} for {batch=} {b_h=} {hq=} {hkv=} {s=} {d=} {dtype} {cfg}"
+    return out
+
+
+CASES = [  # batch, host requests, q heads, kv heads, max_len, head_dim, dtype, lengths, tma
+    (1, 0, 2, 2, 17, 64, BF, [17], False),
+    (1, 1, 8, 1, 1000, 128, FP, [1000], True),
+    (3, 1, 4, 1, 255, 64, BF, [1, 255, 17], False),
+    (3, 3, 2, 2, 1000, 128, BF, [1000, 17, 1], True),
+    (9, 4, 8, 2, 255, 64, FP, [255, 1, 17, 100, 3, 64, 65, 254, 128], False),
+    (9, 4, 8, 2, 255, 64, BF, [17, 1, 255, 100, 3, 64, 65, 254, 128], True),
+    (9, 0, 8, 1, 17, 128, BF, [1, 2, 3, 5, 8, 13, 16, 17, 9], False),
+    (9, 9, 4, 4, 255, 64, FP, [200, 1, 17, 255, 31, 32, 33, 63, 64], True),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"b{c[0]}h{c[1]}g{c[2] // c[3]}s{c[4]}d{c[5]}{'tma' if c[8] else ''}")
+def test_matches_reference(case):
+    _case(*case, seed=sum(case[7]))
+
+
+@pytest.mark.parametrize("tma", [False, True])
+def test_many_splits_merge(tma):
+    """Forced splits on both sides (partials + merge kernel), GQA 8, one request shorter than a split."""
+    _case(3, 2, 8, 1, 1000, 64, FP, [1000, 1, 255], tma=tma,
+          cfg_kw=dict(block_n=32, host_programs=2, host_splits=3, hbm_splits=5), seed=3)
+
+
+def test_query_batch_smaller_than_cache_and_custom_scale():
+    _case(5, 2, 4, 2, 40, 64, BF, [40, 3, 7, 1, 9], bq=3, scale=0.3, seed=5)
+    _case(5, 4, 4, 2, 40, 64, BF, [40, 3, 7, 1, 9], bq=2, seed=6)  # only host requests
+
+
+def test_length_zero_gives_zeros():
+    out = _case(2, 1, 2, 1, 16, 64, BF, [0, 5], seed=7)
+    assert torch.equal(out[0].float().cpu(), torch.zeros(2, 64))
+
+
+def test_fresh_inputs_change_outputs():
+    a = _case(2, 1, 2, 2, 16, 64, FP, [16, 16], seed=8)
+    b = _case(2, 1, 2, 2, 16, 64, FP, [16, 16], seed=9)
+    assert not torch.equal(a, b)
+
+
+def test_split_heuristics():
+    assert hbm_splits_for(512 * 32, 4096, 64, 132) == 1  # enough programs already
+    ns = hbm_splits_for(8 * 8, 32768, 64, 132)
+    assert 4 <= ns <= 32 and 64 * ns >= 0.8 * 264
+    assert hbm_splits_for(8, 64, 64, 132) == 1  # never below two tiles per split
+    ns = host_splits_for(1 * 8, 32768, 64, 16)
+    assert (8 * ns) % 16 == 0
+    cfg = heuristic_config(1, 0, 8, 4, 256, 128, 132)
+    assert cfg.host_programs <= 8 * cfg.host_splits
+
+
+def _inputs(dtype=BF, batch=3, b_h=1, hq=4, hkv=2, s=32, d=64):
+    k = torch.randn(batch, hkv, s, d).to(dtype)
+    kh, vh = _pinned(k[:b_h])[0], _pinned(k[:b_h])[0]
+    kg = k[b_h:].to(DEV)
+    q = torch.randn(batch, hq, d).to(dtype).to(DEV)
+    lengths = torch.full((batch,), s, dtype=torch.int32, device=DEV)
+    return [q, kh, vh, kg, kg.clone(), lengths]
+
+
+@pytest.mark.parametrize("mutate,match", [
+    (lambda a: a.__setitem__(5, a[5] + 1), r"\[0, 32\]"),                      # lengths beyond S
+    (lambda a: a.__setitem__(5, a[5] - 40), r"\[0, 32\]"),                     # negative lengths
+    (lambda a: a.__setitem__(0, torch.randn(4, 4, 64).to(BF)), "exceeds"),    # batch beyond B
+    (lambda a: a.__setitem__(0, torch.randn(3, 3, 64).to(BF)), "multiple"),   # heads do not divide
+    (lambda a: a.__setitem__(0, a[0].float()), "dtype"),
+    (lambda a: a.__setitem__(0, a[0].half()), "cast"),
+    (lambda a: a.__setitem__(0, a[0][..., :32].contiguous()), "head_dim"),
+    (lambda a: a.__setitem__(0, a[0].transpose(1, 2).contiguous().transpose(1, 2)), "contiguous"),
+    (lambda a: a.__setitem__(5, a[5].long()), "int32"),
+    (lambda a: a.__setitem__(5, a[5][:2]), "at least 3"),
+    (lambda a: a.__setitem__(5, a[5].to("meta")), "move it"),
+    (lambda a: a.__setitem__(1, a[1].to("meta")), "pinned host memory"),
+    (lambda a: a.__setitem__(3, a[3].to("meta")), "query's device"),
+    (lambda a: a.__setitem__(3, a[3][:, :, :16]), "max_len|requests"),
+])
+def test_rejects_bad_input(mutate, match):
+    args = _inputs()
+    mutate(args)
+    cfg = heuristic_config(1, 2, 2, 2, 32, 64, 4)
+    with pytest.raises(ValueError, match=match):
+        split_attention(*args, cfg)
+
+
+def test_rejects_bad_out_and_config():
+    args = _inputs()
+    cfg = heuristic_config(1, 2, 2, 2, 32, 64, 4)
+    with pytest.raises(ValueError, match="out must be"):
+        split_attention(*args, cfg, out=torch.empty(3, 4, 64, dtype=FP, device=DEV))
+    for kw in ({"block_n": 24}, {"block_n": 8}, {"num_stages": 0}, {"host_programs": 0},
+               {"hbm_splits": 0}, {"host_splits": 1000}):
+        with pytest.raises(ValueError):
+            AttentionConfig(**kw)
