@@ -5,9 +5,8 @@ import os
 import pytest
 import torch
 
-os.environ.setdefault("TRITON_INTERPRET", "1")
-if os.environ["TRITON_INTERPRET"] != "1" and not torch.cuda.is_available():
-    pytest.skip("needs TRITON_INTERPRET=1 or a GPU", allow_module_level=True)
+if not torch.cuda.is_available():  # conftest does this too; kept for running the file alone
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 from dak.host import PinnedBuffer, device_matrix  # noqa: E402
 from dak.kernels.config import KernelConfig, block_n_for, finalize  # noqa: E402

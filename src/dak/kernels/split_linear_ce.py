@@ -7,11 +7,12 @@ rows in is the copy engine, pipelined so that compute never waits for the whole 
 
     main stream:    [ split kernel: zero-copy host rows [m_ce, m_h) + HBM rows ]------------+
     copy stream:    [copy chunk 0][copy chunk 1] ... [copy chunk C-1]                        |
-    compute stream:           [GEMV chunk 0]  [GEMV chunk 1] ...   [GEMV chunk C-1] -> join -+
+    compute stream:           [GEMM chunk 0]  [GEMM chunk 1] ...   [GEMM chunk C-1] -> join -+
 
 Host rows [0, m_ce) (m_ce = ce_share * m_h, rounded to row tiles) are copied chunk by chunk into
 an HBM staging buffer (`staging`, at least (m_ce, row stride) elements; shared by operators that
-run one after another on a stream) and each chunk is multiplied as soon as it lands. Every host
+run one after another on a stream) and each chunk is multiplied by torch's GEMM (cuBLAS picks
+split-K for few, long rows) as soon as it lands, on a third stream, while the split kernel runs. Every host
 byte still crosses the link once. All ordering uses CUDA events, so the whole thing captures
 into a CUDA graph. Under the interpreter (no GPU) the same steps run in order on the CPU.
 """
@@ -22,6 +23,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import torch
+import torch.nn.functional as F
 
 from dak.kernels.config import KernelConfig, cdiv, finalize
 from dak.kernels.split_linear import check_split_args, split_linear
@@ -34,7 +36,6 @@ class CEPlan:
     m_ce: int  # host rows [0, m_ce) go through the copy engine
     chunks: tuple[tuple[int, int], ...]  # row ranges copied and multiplied one at a time
     main: KernelConfig  # zero-copy host rows [m_ce, m_h) and the HBM rows
-    chunk_cfgs: tuple[KernelConfig, ...]
 
 
 def ce_rows(cfg: KernelConfig, m_h: int) -> int:
@@ -53,9 +54,7 @@ def ce_plan(cfg: KernelConfig, m_h: int, m_g: int, sms: int) -> CEPlan:
     per = cdiv(cdiv(m_ce, n_chunks), cfg.block_m) * cfg.block_m if m_ce else 0
     chunks = tuple((lo, min(lo + per, m_ce)) for lo in range(0, m_ce, per)) if m_ce else ()
     main = finalize(replace(cfg, ce_share=0.0, ce_chunks=1), m_h - m_ce, m_g, sms)
-    chunk_cfgs = tuple(finalize(replace(cfg, ce_share=0.0, ce_chunks=1, hbm_programs=2 * sms),
-                                0, hi - lo, sms) for lo, hi in chunks)
-    return CEPlan(m_ce, chunks, main, chunk_cfgs)
+    return CEPlan(m_ce, chunks, main)
 
 
 def staging_rows_view(staging: torch.Tensor, rows: int, w_host: torch.Tensor) -> torch.Tensor:
@@ -103,14 +102,13 @@ def split_linear_ce(x: torch.Tensor, w_host: torch.Tensor, w_hbm: torch.Tensor, 
     if w_host.untyped_storage().nbytes() < end * w_host.element_size():
         raise ValueError("w_host's storage must hold whole padded rows; use a dak.host.PinnedBuffer")
     stage = staging_rows_view(staging, plan.m_ce, w_host)
-    empty = w_host[:0]
 
     def bias_of(lo, hi):
         return None if bias is None else bias[lo:hi]
 
-    def chunk(i):
+    def chunk(i):  # staged rows are HBM rows: torch's GEMM (split-K for few, long rows)
         lo, hi = plan.chunks[i]
-        split_linear(x, empty, stage[lo:hi, :k], bias_of(lo, hi), plan.chunk_cfgs[i], out=out[:, lo:hi])
+        out[:, lo:hi].copy_(F.linear(x, stage[lo:hi, :k], bias_of(lo, hi)))
 
     rest = (w_host[plan.m_ce:], w_hbm, bias_of(plan.m_ce, m_h + m_g), plan.main, out[:, plan.m_ce:])
     if x.device.type != "cuda":  # interpreter: same steps, in order

@@ -2,9 +2,9 @@
 
 The sweep is coordinate descent from `heuristic_config`: one knob at a time (share of host
 rows moved by the copy engine and its chunking, token tile for N > 64, host programs = the
-in-flight cap on the link, row tile, host load path, pipeline depth, HBM programs, then a finer
-copy-engine share), keeping whatever is fastest, each candidate timed by graph replay. It runs before first use for a
-(GPU, dtype, token bucket, M_H, M_G, K, bias) key and never inside CUDA graph capture.
+in-flight cap on the link, row tile, host load path, reduction tile, pipeline depth, HBM
+programs, then a finer copy-engine share), keeping whatever is fastest, each candidate timed
+by graph replay. It runs before first use for a (GPU, dtype, token bucket, M_H, M_G, K, bias) key and never inside CUDA graph capture.
 The disk cache lives in $DAK_CACHE_DIR (default ~/.cache/dak)/split_linear.json.
 """
 
@@ -81,11 +81,12 @@ def _knobs(n: int, m_h: int, m_g: int, sms: int, tma_ok: bool):
     yield "block_m", [16, 32, 64]
     if m_h and tma_ok:
         yield "host_tma", [False, True]
-    yield "num_stages", [3, 4, 5]
+    yield "block_k", [128, 256, 512]
+    yield "num_stages", [3, 4, 6, 8]
     if m_g:
         yield "hbm_programs", [sms, 2 * sms, 4 * sms]
     if m_h:
-        yield "ce_share", [0.25, 0.75]
+        yield "ce_share", [0.25, 0.75, 0.9]
 
 
 def sweep(run: Callable[[KernelConfig], object], n: int, m_h: int, m_g: int, k: int,
