@@ -89,6 +89,16 @@ def test_fresh_inputs_change_outputs():
     assert not torch.equal(a, b)
 
 
+def test_sdpa_baseline_matches_oracle():
+    from dak.baselines.attention import sdpa_decode
+    k, v = torch.randn(3, 2, 40, 64), torch.randn(3, 2, 40, 64)
+    q = torch.randn(3, 8, 64)
+    lengths = torch.tensor([40, 1, 17], dtype=torch.int32)
+    assert rel_err(sdpa_decode(q, k, v, lengths), reference_attention(q, k, v, lengths)) < 1e-5
+    full = torch.full((3,), 40, dtype=torch.int32)
+    assert rel_err(sdpa_decode(q, k, v, None, "math"), reference_attention(q, k, v, full)) < 1e-5
+
+
 def test_split_heuristics():
     assert hbm_splits_for(512 * 32, 4096, 64, 132) == 1  # enough programs already
     ns = hbm_splits_for(8 * 8, 32768, 64, 132)

@@ -151,6 +151,13 @@ class SplitKVCache:
                                  "advance the lengths before appending")
         self.write(layer, k_new.unsqueeze(2), v_new.unsqueeze(2), lengths, None, shift=-1, validate=False)
 
+    def prepare_writes(self) -> None:
+        """Compile the append kernel now (a launch that stores nothing), so that a first append
+        inside CUDA graph capture does not compile there."""
+        zeros = torch.zeros(self.batch, self.kv_heads, 1, self.head_dim, dtype=self.dtype, device=self.device)
+        no_len = torch.zeros(self.batch, dtype=torch.int32, device=self.device)  # position -1: masked
+        self.write(0, zeros, zeros, no_len, None, shift=-1, validate=False)
+
     def write_prompt(self, layer: int, k: torch.Tensor, v: torch.Tensor,
                      prompt_lengths: torch.Tensor | None = None, validate: bool = True) -> None:
         """Store prompts k, v (Bs, Hkv, L, D) at positions [0, prompt_lengths[b]) (right padding

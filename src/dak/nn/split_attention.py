@@ -67,6 +67,7 @@ def prepare_decode(cache: SplitKVCache, q_heads: int, batch: int | None = None, 
         cfg = get_or_tune(key, run, b_h, b_g, cache.kv_heads, group, cache.max_len, cache.head_dim,
                           sms, tma_ok, tune and cache.device.type == "cuda")
     split_attention(q, *parts, torch.zeros_like(lengths), cfg, validate=False)  # compile, outside capture
+    cache.prepare_writes()
     cache.configs[(batch, q_heads)] = cfg
     return cfg
 
