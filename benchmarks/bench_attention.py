@@ -6,6 +6,8 @@ dak (split kernel, host side with plain loads and with TMA), torch (all KV in HB
 backend that takes the shape, the fastest kept), prefetch (copy engine stages the host
 requests' KV into HBM on a side stream while the HBM requests are attended; then the staged
 ones) and uva (the whole cache in pinned memory, read in place by the best SDPA backend).
+dak's host paths: plain / tma (SM programs read host K/V in place) and ce (the copy engine
+stages them in ~64 MiB chunks, each attended as it lands); its time is the fastest path.
 C = one layer's K+V bytes; bound = max((1-f) C / B_g, f C / B_h) with B_g = torch's effective
 bandwidth on that shape (C / t_torch) and B_h = copy-engine H2D bandwidth, both measured in
 this run. Shapes whose KV exceeds --hbm-cap-gib are skipped, and fractions whose host part
@@ -32,7 +34,7 @@ from dak.baselines.attention import PrefetchAttention, UVAAttention, sdpa_decode
 from dak.host import PinnedBuffer  # noqa: E402
 from dak.kernels.attention_config import finalize, heuristic_config  # noqa: E402
 from dak.kernels.attention_tuning import sweep  # noqa: E402
-from dak.kernels.split_attention import split_attention  # noqa: E402
+from dak.kernels.split_attention_ce import split_attention_ce  # noqa: E402
 from dak.kernels.timing import graph_time_ms  # noqa: E402
 
 MODELS = {"llama2-7b": (32, 32, 128), "llama3-8b": (32, 8, 128), "opt-30b": (56, 56, 128)}  # Hq, Hkv, D
@@ -122,14 +124,17 @@ def bench_shape(name, b, s, c, counts, pool, b_h_gbs, dtype, paths, tune, rows, 
         base = heuristic_config(b_h, b - b_h, hkv, hq // hkv, s, d, sms)
         t_paths, cfgs, errs, trials = {}, {}, {}, []
         for path in (paths if b_h else ["plain"]):
-            cfg = finalize(replace(base, host_tma=path == "tma"), b_h, b - b_h, hkv, s, sms, keep_splits=True)
+            cfg = finalize(replace(base, host_tma=path == "tma", ce_share=float(path == "ce"),
+                                   ce_chunks=max(1, min(8, b_h * 2 * per_req * es // (64 << 20)))),
+                           b_h, b - b_h, hkv, s, sms, keep_splits=True)
+
+            def run(cf, k=kv[0][0], v=kv[0][1], validate=False):
+                return split_attention_ce(q, kh, vh, k[b_h:], v[b_h:], lengths, cf, sms, (k[:b_h], v[:b_h]),
+                                          validate=validate)
             if tune:
-                cfg, trials = sweep(lambda cf: split_attention(q, kh, vh, *(t[b_h:] for t in kv[0]), lengths, cf,
-                                                               validate=False),
-                                    b_h, b - b_h, hkv, hq // hkv, s, d, sms, path == "tma")
-            errs[path] = rel_err(split_attention(q, kh, vh, *(t[b_h:] for t in kv[0]), lengths, cfg), ref)
-            t_paths[path] = timed([lambda k=k, v=v, cfg=cfg: split_attention(
-                q, kh, vh, k[b_h:], v[b_h:], lengths, cfg, validate=False) for k, v in kv])
+                cfg, trials = sweep(run, b_h, b - b_h, hkv, hq // hkv, s, d, sms, path == "tma", path == "ce")
+            errs[path] = rel_err(run(cfg, validate=True), ref)
+            t_paths[path] = timed([lambda k=k, v=v, cfg=cfg: run(cfg, k, v) for k, v in kv])
             cfgs[path] = cfg.to_dict()
         path = min(t_paths, key=lambda p: t_paths[p] if t_paths[p] is not None else math.inf)
         t_dak = t_paths[path]
@@ -166,7 +171,8 @@ def main(argv=None):
     ap.add_argument("--batches", default="8,64,512")
     ap.add_argument("--contexts", default="256,2048,8192,32768")
     ap.add_argument("--fractions", default="0,0.125,0.25,0.5,1", help="host fractions of the requests")
-    ap.add_argument("--host-paths", default="plain,tma", help="host load paths to time: plain,tma")
+    ap.add_argument("--host-paths", default="plain,tma,ce",
+                    help="host paths to time: plain (SM loads), tma (SM TMA loads), ce (copy engine, pipelined)")
     ap.add_argument("--dtype", default="bf16", choices=["bf16", "fp16"])
     ap.add_argument("--host-cap-gib", type=float, default=16.0, help="max pinned bytes of one layer's host KV")
     ap.add_argument("--hbm-cap-gib", type=float, default=40.0, help="max bytes of one layer's whole KV")
@@ -181,8 +187,8 @@ def main(argv=None):
         if m not in MODELS:
             sys.exit(f"unknown model {m!r}; choose from {', '.join(MODELS)}")
     paths = [p for p in a.host_paths.split(",") if p]
-    if not paths or set(paths) - {"plain", "tma"}:
-        sys.exit("--host-paths takes plain, tma or both")
+    if not paths or set(paths) - {"plain", "tma", "ce"}:
+        sys.exit("--host-paths takes a comma list of plain, tma, ce")
     host_cap, hbm_cap = int(a.host_cap_gib * GiB), int(a.hbm_cap_gib * GiB)
     shapes, skipped = plan(models, [int(x) for x in a.batches.split(",")], [int(x) for x in a.contexts.split(",")],
                            [float(x) for x in a.fractions.split(",")], host_cap, hbm_cap, es)

@@ -12,6 +12,7 @@ if os.environ["TRITON_INTERPRET"] != "1" and not torch.cuda.is_available():
     pytest.skip("needs TRITON_INTERPRET=1 or a GPU", allow_module_level=True)
 
 from attention_oracle import TOL, reference_attention, rel_err  # noqa: E402
+from dak.kernels.attention_config import AttentionConfig  # noqa: E402
 from dak.kv_cache import SplitKVCache  # noqa: E402
 from dak.nn.split_attention import (hf_attention_forward, prefill_attention, prepare_decode,  # noqa: E402
                                     split_decode_attention)
@@ -30,11 +31,11 @@ def _same(cache, layer, ref_k, ref_v, lengths):
         assert torch.equal(v[b, :, :n].cpu(), ref_v[b, :, :n]), f"V of request {b} differs"
 
 
-@pytest.mark.parametrize("b_h", [0, 2, 5])
-def test_prompt_then_appends_match_reference_cache(b_h):
+@pytest.mark.parametrize("b_h,ce", [(0, False), (2, False), (5, False), (3, True)])
+def test_prompt_then_appends_match_reference_cache(b_h, ce):
     torch.manual_seed(b_h)
     batch, hkv, hq, s, d, dtype = 5, 2, 8, 40, 64, FP
-    cache = _cache(batch, b_h, hkv, s, d, dtype)
+    cache = SplitKVCache(2, batch, s, hkv, d, dtype, host_requests=b_h, staging_requests=b_h if ce else 0)
     assert cache.k_host(1).shape == (b_h, hkv, s, d) and cache.k_hbm(1).shape == (batch - b_h, hkv, s, d)
     ref_k = torch.zeros(batch, hkv, s, d, dtype=dtype)
     ref_v = torch.zeros_like(ref_k)
@@ -48,7 +49,8 @@ def test_prompt_then_appends_match_reference_cache(b_h):
         ref_k[b, :, :n], ref_v[b, :, :n] = k[b, :, :n], v[b, :, :n]
     cache.lengths.copy_(prompt)
     _same(cache, 1, ref_k, ref_v, prompt)
-    prepare_decode(cache, hq)
+    cfg = prepare_decode(cache, hq, config=AttentionConfig(ce_share=1.0, ce_chunks=2) if ce else None)
+    assert cfg.ce_share == (1.0 if ce else 0.0)
     for step in range(3):
         cache.lengths += 1
         k1 = torch.randn(batch, hkv, d).to(dtype)
@@ -96,7 +98,7 @@ def test_hf_adapter_prefill_then_decode():
 
 
 @pytest.mark.parametrize("kw,match", [
-    (dict(host_requests=4), "cannot exceed"), (dict(head_dim=96), "head_dim"),
+    (dict(host_requests=4), "cannot exceed"), (dict(staging_requests=2), "staging_requests"), (dict(head_dim=96), "head_dim"),
     (dict(dtype=torch.float32), "dtype"), (dict(max_len=0), "max_len"), (dict(batch=2.0), "batch"),
 ])
 def test_cache_constructor_rejects(kw, match):

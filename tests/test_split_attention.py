@@ -14,6 +14,7 @@ from dak.host import PinnedBuffer  # noqa: E402
 from dak.kernels.attention_config import (AttentionConfig, finalize, heuristic_config,  # noqa: E402
                                           hbm_splits_for, host_splits_for)
 from dak.kernels.split_attention import split_attention  # noqa: E402
+from dak.kernels.split_attention_ce import ce_chunks, split_attention_ce  # noqa: E402
 from dak.runtime_env import kernel_device  # noqa: E402
 
 DEV = kernel_device()
@@ -27,7 +28,7 @@ def _pinned(t):
 
 
 def _case(batch, b_h, hq, hkv, s, d, dtype, lengths, tma=False, cfg_kw=None, bq=None, seed=0,
-          scale=None):
+          scale=None, staging=0):
     g = torch.Generator().manual_seed(seed)
     bq = batch if bq is None else bq
     k = torch.randn(batch, hkv, s, d, generator=g).to(dtype)
@@ -40,7 +41,11 @@ def _case(batch, b_h, hq, hkv, s, d, dtype, lengths, tma=False, cfg_kw=None, bq=
     cfg = AttentionConfig(**{**cfg.to_dict(), "host_tma": tma, "hbm_tma": tma, **(cfg_kw or {})})
     cfg = finalize(cfg, b_h, batch - b_h, hkv, s, 4, keep_splits=bool(cfg_kw and "hbm_splits" in cfg_kw))
     out = torch.full((bq, hq, d), float("nan"), dtype=dtype, device=DEV)  # poisoned
-    res = split_attention(q.to(DEV), kh, vh, kg, vg, lengths.to(DEV), cfg, scale=scale, out=out)
+    if staging:  # copy-engine path; staging poisoned too
+        st = tuple(torch.full((staging, hkv, s, d), float("nan"), dtype=dtype, device=DEV) for _ in range(2))
+        res = split_attention_ce(q.to(DEV), kh, vh, kg, vg, lengths.to(DEV), cfg, 4, st, scale=scale, out=out)
+    else:
+        res = split_attention(q.to(DEV), kh, vh, kg, vg, lengths.to(DEV), cfg, scale=scale, out=out)
     assert res is out
     assert not out.isnan().any(), "some outputs were never written"
     ref = reference_attention(q, k, v, lengths, scale)
@@ -71,6 +76,27 @@ def test_many_splits_merge(tma):
     """Forced splits on both sides (partials + merge kernel), GQA 8, one request shorter than a split."""
     _case(3, 2, 8, 1, 1000, 64, FP, [1000, 1, 255], tma=tma,
           cfg_kw=dict(block_n=32, host_programs=2, host_splits=3, hbm_splits=5), seed=3)
+
+
+@pytest.mark.parametrize("share,chunks", [(1.0, 1), (1.0, 3), (0.5, 2)])
+def test_copy_engine_path(share, chunks):
+    """Host requests [0, n_ce) staged into HBM in chunks, the rest read in place, GQA 4."""
+    _case(6, 4, 8, 2, 100, 64, BF, [100, 1, 17, 99, 50, 3], cfg_kw=dict(ce_share=share, ce_chunks=chunks),
+          staging=4, seed=11)
+    _case(6, 4, 8, 2, 100, 64, FP, [100, 1, 17, 99, 50, 3], cfg_kw=dict(ce_share=share, ce_chunks=chunks),
+          staging=4, bq=3, seed=12)
+
+
+def test_copy_engine_path_needs_staging():
+    args = _inputs()
+    cfg = AttentionConfig(ce_share=1.0)
+    with pytest.raises(ValueError, match="staging"):
+        split_attention_ce(*args, cfg, 4)
+    with pytest.raises(ValueError, match="staging"):
+        split_attention_ce(*args, cfg, 4, staging=(args[3][:1], args[3][:1].half()))
+    assert ce_chunks(5, 2) == ((0, 3), (3, 5)) and ce_chunks(2, 8) == ((0, 1), (1, 2)) and ce_chunks(0, 3) == ()
+    with pytest.raises(ValueError):
+        AttentionConfig(ce_share=1.5)
 
 
 def test_query_batch_smaller_than_cache_and_custom_scale():
@@ -107,7 +133,9 @@ def test_split_heuristics():
     ns = host_splits_for(1 * 8, 32768, 64, 16)
     assert (8 * ns) % 16 == 0
     cfg = heuristic_config(1, 0, 8, 4, 256, 128, 132)
-    assert cfg.host_programs <= 8 * cfg.host_splits
+    assert cfg.host_programs <= 8 * cfg.host_splits and cfg.ce_share == 0
+    cfg = heuristic_config(8, 56, 8, 4, 8192, 128, 132, staging=True)  # 256 MiB on the host
+    assert cfg.ce_share == 1.0 and cfg.ce_chunks == 4
 
 
 def _inputs(dtype=BF, batch=3, b_h=1, hq=4, hkv=2, s=32, d=64):

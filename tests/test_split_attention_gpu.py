@@ -13,6 +13,7 @@ from dak.baselines.attention import (PrefetchAttention, SDPAAttention, UVAAttent
 from dak.host import PinnedBuffer
 from dak.kernels.attention_config import AttentionConfig, finalize
 from dak.kernels.split_attention import split_attention, tma_view
+from dak.kernels.split_attention_ce import split_attention_ce
 from dak.kv_cache import SplitKVCache
 from dak.nn.split_attention import prefill_attention, prepare_decode, split_decode_attention
 
@@ -34,14 +35,18 @@ def _pinned(t):
     return buf.tensor.view(t.shape), buf
 
 
-def _case(batch, b_h, hq, hkv, s, d, dtype, lengths, cfg_kw, keep_splits):
+def _case(batch, b_h, hq, hkv, s, d, dtype, lengths, cfg_kw, keep_splits, ce=False):
     k = torch.randn(batch, hkv, s, d, device="cuda").to(dtype)
     v = torch.randn(batch, hkv, s, d, device="cuda").to(dtype)
     q = torch.randn(batch, hq, d, device="cuda").to(dtype)
     (kh, bk), (vh, bv) = _pinned(k[:b_h]), _pinned(v[:b_h])
     cfg = finalize(AttentionConfig(**cfg_kw), b_h, batch - b_h, hkv, s, _sms(), keep_splits=keep_splits)
     out = torch.full((batch, hq, d), float("nan"), device="cuda", dtype=dtype)
-    split_attention(q, kh, vh, k[b_h:], v[b_h:], lengths, cfg, out=out)
+    if ce:  # copy-engine path, poisoned staging
+        st = tuple(torch.full((b_h, hkv, s, d), float("nan"), device="cuda", dtype=dtype) for _ in range(2))
+        split_attention_ce(q, kh, vh, k[b_h:], v[b_h:], lengths, cfg, _sms(), st, out=out)
+    else:
+        split_attention(q, kh, vh, k[b_h:], v[b_h:], lengths, cfg, out=out)
     torch.cuda.synchronize()
     assert not out.isnan().any(), ("unwritten outputs", batch, b_h, hq, hkv, s, d, cfg)
     err = rel_err(out, reference_attention(q, k, v, lengths))
@@ -65,8 +70,11 @@ def test_random_cases_against_fp32_reference():
         keep = rng.random() < 0.3
         if keep:
             cfg_kw.update(host_splits=rng.randint(1, 9), hbm_splits=rng.randint(1, 40))
+        ce = b_h > 0 and rng.random() < 0.25
+        if ce:
+            cfg_kw.update(ce_share=rng.choice([0.5, 1.0]), ce_chunks=rng.choice([1, 3]))
         try:
-            _case(batch, b_h, hq, hkv, s, d, dtype, lengths, cfg_kw, keep)
+            _case(batch, b_h, hq, hkv, s, d, dtype, lengths, cfg_kw, keep, ce)
         except AssertionError as e:
             failures.append(str(e))
     assert not failures, f"{len(failures)} failures, first: {failures[:3]}"
@@ -78,13 +86,14 @@ def test_pinned_cache_is_tma_addressable():
     assert all(tma_view(t) is not None for t in cache.parts(0))
 
 
-@pytest.mark.parametrize("b_h", [0, 3, 8])
-def test_graph_replay_equals_eager(b_h):
-    cache = SplitKVCache(1, 8, 2048, 8, 128, torch.bfloat16, host_requests=b_h)
+@pytest.mark.parametrize("b_h,ce", [(0, False), (3, False), (8, False), (3, True), (8, True)])
+def test_graph_replay_equals_eager(b_h, ce):
+    cache = SplitKVCache(1, 8, 2048, 8, 128, torch.bfloat16, host_requests=b_h, staging_requests=b_h if ce else 0)
     for t in cache.parts(0):
         t.copy_(torch.randn(t.shape, device="cuda").to(t.dtype))
     cache.lengths.copy_(torch.randint(1, 2049, (8,), device="cuda", dtype=torch.int32))
-    prepare_decode(cache, 32)
+    cfg = prepare_decode(cache, 32)
+    assert cfg.ce_share == (1.0 if ce else 0.0)  # the heuristic stages >= 4 MiB host parts
     q = torch.randn(8, 32, 128, device="cuda", dtype=torch.bfloat16)
     out = torch.empty_like(q)
     g = torch.cuda.CUDAGraph()
@@ -108,10 +117,11 @@ def test_unprepared_shape_inside_capture_is_an_error():
             split_decode_attention(q, cache, 0)
 
 
-def test_1000_appends_inside_replayed_graph_match_reference_cache():
+@pytest.mark.parametrize("ce", [False, True])
+def test_1000_appends_inside_replayed_graph_match_reference_cache(ce):
     torch.manual_seed(0)
     layers, batch, b_h, hkv, hq, d, s, dtype = 2, 6, 2, 2, 8, 128, 1100, torch.float16
-    cache = SplitKVCache(layers, batch, s, hkv, d, dtype, host_requests=b_h)
+    cache = SplitKVCache(layers, batch, s, hkv, d, dtype, host_requests=b_h, staging_requests=b_h if ce else 0)
     ref_k = torch.zeros(layers, batch, hkv, s, d, device="cuda", dtype=dtype)
     ref_v = torch.zeros_like(ref_k)
     prompt = torch.tensor([1, 64, 17, 3, 40, 64], dtype=torch.int32, device="cuda")
@@ -121,7 +131,7 @@ def test_1000_appends_inside_replayed_graph_match_reference_cache():
         for b, n in enumerate(prompt.tolist()):
             ref_k[layer, b, :, :n], ref_v[layer, b, :, :n] = k[b, :, :n], v[b, :, :n]
     cache.lengths.copy_(prompt)
-    prepare_decode(cache, hq)
+    prepare_decode(cache, hq, config=AttentionConfig(ce_share=1.0, ce_chunks=2) if ce else None)
     k_new = torch.zeros(layers, batch, hkv, d, device="cuda", dtype=dtype)
     v_new, q = torch.zeros_like(k_new), torch.zeros(layers, batch, hq, d, device="cuda", dtype=dtype)
     out = torch.zeros_like(q)

@@ -32,18 +32,22 @@ class SplitKVCache:
     k_host(l), v_host(l): (host_requests, kv_heads, max_len, head_dim) pinned CPU tensors.
     k_hbm(l), v_hbm(l): (batch - host_requests, kv_heads, max_len, head_dim) HBM tensors.
     lengths: (batch,) int32 on the device, zeros at first. Contents start uninitialised;
-    kernels never read past a request's length.
+    kernels never read past a request's length. staging_requests > 0 adds one layer's worth of
+    HBM staging (k, v) for that many host requests, which lets decode attention move host K/V
+    with the copy engine (`AttentionConfig.ce_share`).
     """
 
     def __init__(self, layers: int, batch: int, max_len: int, kv_heads: int, head_dim: int,
                  dtype: torch.dtype = torch.bfloat16, host_requests: int = 0,
-                 device: torch.device | str | None = None):
+                 device: torch.device | str | None = None, staging_requests: int = 0):
         for name, val, lo in (("layers", layers, 1), ("batch", batch, 1), ("max_len", max_len, 1),
-                              ("kv_heads", kv_heads, 1), ("host_requests", host_requests, 0)):
+                              ("kv_heads", kv_heads, 1), ("host_requests", host_requests, 0),
+                              ("staging_requests", staging_requests, 0)):
             if isinstance(val, bool) or not isinstance(val, int) or val < lo:
                 raise ValueError(f"{name} must be an integer >= {lo}, got {val!r}")
-        if host_requests > batch:
-            raise ValueError(f"host_requests ({host_requests}) cannot exceed batch ({batch})")
+        if host_requests > batch or staging_requests > host_requests:
+            raise ValueError(f"need staging_requests ({staging_requests}) <= host_requests ({host_requests}) "
+                             f"<= batch ({batch}); host_requests cannot exceed batch")
         if head_dim not in HEAD_DIMS:
             raise ValueError(f"head_dim {head_dim} is not supported; use one of {HEAD_DIMS}")
         if dtype not in KERNEL_DTYPES:
@@ -59,6 +63,9 @@ class SplitKVCache:
         self._v_host = [buf.tensor[per_layer:].view(host_requests, *side) for buf in self._host]
         self._hbm = torch.empty((layers, 2, batch - host_requests, *side), dtype=dtype, device=self.device)
         self.lengths = torch.zeros(batch, dtype=torch.int32, device=self.device)
+        # HBM staging for the copy-engine path, shared by all layers (they run one after another)
+        self.staging = tuple(torch.empty((staging_requests, *side), dtype=dtype, device=self.device)
+                             for _ in range(2)) if staging_requests else None
         self.configs: dict = {}  # launch configs planned for this cache (see dak.nn.split_attention)
 
     # ----- the parts -----

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 HEAD_DIMS = (16, 32, 64, 128, 256)
 CTAS_PER_SM = 2  # resident decode programs per SM at block_n=64, head_dim=128, 3 stages
 MAX_SPLITS = 256
+CE_MIN_BYTES = 4 << 20  # smaller host parts are read in place (a copy + sync costs more)
 
 
 def cdiv(a: int, b: int) -> int:
@@ -38,6 +39,8 @@ class AttentionConfig:
     host_splits / hbm_splits: splits per (request, kv head) on each side; the sequence of a
         request is cut into that many ranges of whole tiles, sized from its actual length.
     host_tma / hbm_tma: load that side's K/V tiles with TMA (TensorDescriptor) instead of plain loads.
+    ce_share / ce_chunks: share of the host requests staged into HBM by the copy engine instead
+        (needs staging buffers; see dak.kernels.split_attention_ce), in that many pipelined chunks.
     """
 
     block_n: int = 64
@@ -48,6 +51,8 @@ class AttentionConfig:
     hbm_splits: int = 1
     host_tma: bool = False
     hbm_tma: bool = False
+    ce_share: float = 0.0
+    ce_chunks: int = 1
 
     def __post_init__(self):
         if self.block_n < 16 or self.block_n > 256 or self.block_n & (self.block_n - 1):
@@ -56,6 +61,8 @@ class AttentionConfig:
             raise ValueError(f"bad num_stages/num_warps: {self.num_stages}/{self.num_warps}")
         if self.host_programs < 1:
             raise ValueError(f"host_programs must be >= 1, got {self.host_programs}")
+        if not 0.0 <= self.ce_share <= 1.0 or self.ce_chunks < 1:
+            raise ValueError(f"ce_share must be in [0, 1] and ce_chunks >= 1, got {self.ce_share}/{self.ce_chunks}")
         for f in ("host_splits", "hbm_splits"):
             if not 1 <= getattr(self, f) <= MAX_SPLITS:
                 raise ValueError(f"{f} must be in [1, {MAX_SPLITS}], got {getattr(self, f)}")
@@ -114,10 +121,19 @@ def finalize(cfg: AttentionConfig, host_requests: int, hbm_requests: int, kv_hea
 
 
 def heuristic_config(host_requests: int, hbm_requests: int, kv_heads: int, group: int,
-                     max_len: int, head_dim: int, sms: int) -> AttentionConfig:
-    """A sensible untuned configuration (the starting point of the sweep)."""
+                     max_len: int, head_dim: int, sms: int, staging: bool = False) -> AttentionConfig:
+    """A sensible untuned configuration (the starting point of the sweep).
+
+    With `staging` (HBM staging buffers exist) host parts of at least CE_MIN_BYTES go through
+    the copy engine in chunks of about 64 MiB: the link is then the bottleneck, and the copy
+    engine moves 55 GB/s against 50 GB/s for SM loads.
+    """
     block_n = 128 if head_dim <= 64 else 64
     block_n = min(block_n, max(16, next_pow2(max_len)))
     num_warps = 8 if group_rows(group) * head_dim >= 64 * 128 else 4
-    cfg = AttentionConfig(block_n=block_n, num_warps=num_warps, num_stages=3, host_programs=16)
+    host_bytes = 2 * host_requests * kv_heads * max_len * head_dim * 2
+    ce = staging and host_bytes >= CE_MIN_BYTES
+    cfg = AttentionConfig(block_n=block_n, num_warps=num_warps, num_stages=3, host_programs=16,
+                          ce_share=1.0 if ce else 0.0,
+                          ce_chunks=max(1, min(8, host_bytes // (64 << 20))) if ce else 1)
     return finalize(cfg, host_requests, hbm_requests, kv_heads, max_len, sms)

@@ -1,7 +1,7 @@
 """Pick split-attention launch configs by a short timed sweep, cached in memory and on disk.
 
-Coordinate descent from `heuristic_config`, one knob at a time (host program cap, host load
-path, key tile, pipeline depth, warps, HBM splits, HBM load path), each candidate timed by
+Coordinate descent from `heuristic_config`, one knob at a time (copy-engine share and chunks
+when staging exists, host program cap, host load path, key tile, pipeline depth, warps, HBM splits, HBM load path), each candidate timed by
 CUDA-graph replay. It runs before first use for a (GPU, dtype, host requests, HBM requests,
 kv heads, group, max_len, head_dim) key and never inside CUDA graph capture. The disk cache
 lives in $DAK_CACHE_DIR (default ~/.cache/dak)/split_attention.json.
@@ -21,14 +21,17 @@ CACHE: ConfigCache[AttentionConfig] = ConfigCache("split_attention", AttentionCo
 
 
 def tune_key(gpu: str, dtype: torch.dtype, b_h: int, b_g: int, kv_heads: int, group: int,
-             max_len: int, head_dim: int) -> str:
+             max_len: int, head_dim: int, staging: bool) -> str:
     return (f"{gpu}|{str(dtype).removeprefix('torch.')}|bh{b_h}|bg{b_g}|hkv{kv_heads}|g{group}"
-            f"|s{max_len}|d{head_dim}")
+            f"|s{max_len}|d{head_dim}|st{int(staging)}")
 
 
-def _knobs(b_h: int, b_g: int, tma_ok: bool):
+def _knobs(b_h: int, b_g: int, tma_ok: bool, staging: bool):
     """Knobs in sweep order; each maps the best config so far to (candidate, keep_splits) pairs."""
     knobs = []
+    if b_h and staging:
+        knobs.append(lambda c: [(replace(c, ce_share=x), True) for x in (0.0, 0.5, 1.0)])
+        knobs.append(lambda c: [(replace(c, ce_chunks=n), True) for n in (1, 2, 4, 8)])
     if b_h:
         knobs.append(lambda c: [(replace(c, host_programs=p), False) for p in (8, 16, 32)])
         if tma_ok:
@@ -45,7 +48,7 @@ def _knobs(b_h: int, b_g: int, tma_ok: bool):
 
 
 def sweep(run: Callable[[AttentionConfig], object], b_h: int, b_g: int, kv_heads: int, group: int,
-          max_len: int, head_dim: int, sms: int, tma_ok: bool
+          max_len: int, head_dim: int, sms: int, tma_ok: bool, staging: bool = False
           ) -> tuple[AttentionConfig, list[tuple[dict, float]]]:
     """Coordinate-descent sweep; `run(cfg)` launches once. Returns (best, [(config, ms)])."""
     if torch.cuda.is_current_stream_capturing():
@@ -59,8 +62,8 @@ def sweep(run: Callable[[AttentionConfig], object], b_h: int, b_g: int, kv_heads
             seen[cfg] = time_or_inf(lambda: run(cfg))
         return cfg, seen[cfg]
 
-    best, best_t = measure(heuristic_config(b_h, b_g, kv_heads, group, max_len, head_dim, sms), True)
-    for knob in _knobs(b_h, b_g, tma_ok):
+    best, best_t = measure(heuristic_config(b_h, b_g, kv_heads, group, max_len, head_dim, sms, staging), True)
+    for knob in _knobs(b_h, b_g, tma_ok, staging):
         for cand, keep in knob(best):
             cand, t = measure(cand, keep)
             if t < best_t * 0.99:
@@ -70,14 +73,14 @@ def sweep(run: Callable[[AttentionConfig], object], b_h: int, b_g: int, kv_heads
 
 def get_or_tune(key: str, run: Callable[[AttentionConfig], object], b_h: int, b_g: int,
                 kv_heads: int, group: int, max_len: int, head_dim: int, sms: int, tma_ok: bool,
-                tune: bool) -> AttentionConfig:
+                tune: bool, staging: bool = False) -> AttentionConfig:
     """The cached config for `key`, else a swept one (tune=True, saved to disk) or the heuristic."""
     hit = CACHE.get(key)
     if hit is not None:
         return hit
     if tune:
-        cfg, _ = sweep(run, b_h, b_g, kv_heads, group, max_len, head_dim, sms, tma_ok)
+        cfg, _ = sweep(run, b_h, b_g, kv_heads, group, max_len, head_dim, sms, tma_ok, staging)
     else:
-        cfg = heuristic_config(b_h, b_g, kv_heads, group, max_len, head_dim, sms)
+        cfg = heuristic_config(b_h, b_g, kv_heads, group, max_len, head_dim, sms, staging)
     CACHE.put(key, cfg, persist=tune)
     return cfg

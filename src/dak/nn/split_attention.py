@@ -17,11 +17,9 @@ import torch
 import torch.nn.functional as F
 
 from dak.kernels.attention_config import AttentionConfig
+from dak.kernels.streams import side_stream
 from dak.kv_cache import SplitKVCache
 from dak.runtime_env import gpu_name, sm_count
-
-_SIDE_STREAMS: dict = {}
-
 
 def _capturing() -> bool:
     return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
@@ -36,7 +34,8 @@ def prepare_decode(cache: SplitKVCache, q_heads: int, batch: int | None = None, 
     """
     from dak.kernels.attention_config import finalize
     from dak.kernels.attention_tuning import get_or_tune, tune_key
-    from dak.kernels.split_attention import split_attention, tma_view
+    from dak.kernels.split_attention import tma_view
+    from dak.kernels.split_attention_ce import split_attention_ce
     batch = cache.batch if batch is None else batch
     if not 0 < batch <= cache.batch:
         raise ValueError(f"batch must be in [1, {cache.batch}] (the cache's requests), got {batch}")
@@ -55,18 +54,19 @@ def prepare_decode(cache: SplitKVCache, q_heads: int, batch: int | None = None, 
     lengths = torch.full((batch,), cache.max_len, dtype=torch.int32, device=cache.device)
     parts = cache.parts(0)
 
-    def run(cfg):
-        return split_attention(q, *parts, lengths, cfg, validate=False)
+    def run(cfg, lens=lengths):
+        return split_attention_ce(q, *parts, lens, cfg, sms, cache.staging, validate=False)
 
     if config is not None:
         cfg = finalize(config, b_h, b_g, cache.kv_heads, cache.max_len, sms, keep_splits=True)
     else:
         tma_ok = all(t.numel() == 0 or tma_view(t) is not None for t in parts)
+        staging = cache.staging is not None and cache.staging[0].shape[0] >= b_h
         key = tune_key(gpu_name(cache.device), cache.dtype, b_h, b_g, cache.kv_heads, group,
-                       cache.max_len, cache.head_dim)
+                       cache.max_len, cache.head_dim, staging)
         cfg = get_or_tune(key, run, b_h, b_g, cache.kv_heads, group, cache.max_len, cache.head_dim,
-                          sms, tma_ok, tune and cache.device.type == "cuda")
-    split_attention(q, *parts, torch.zeros_like(lengths), cfg, validate=False)  # compile, outside capture
+                          sms, tma_ok, tune and cache.device.type == "cuda", staging)
+    run(cfg, torch.zeros_like(lengths))  # compile, outside capture
     cache.prepare_writes()
     cache.configs[(batch, q_heads)] = cfg
     return cfg
@@ -81,7 +81,7 @@ def split_decode_attention(query: torch.Tensor, cache: SplitKVCache, layer: int,
     lengths: (>= B,) int32 on the device (default `cache.lengths`); scale: default 1/sqrt(D).
     Returns a tensor shaped like `query` (written into `out` when given, shaped like query).
     """
-    from dak.kernels.split_attention import split_attention
+    from dak.kernels.split_attention_ce import split_attention_ce
     sdpa_shaped = query.dim() == 4
     if sdpa_shaped:
         if query.shape[2] != 1:
@@ -96,14 +96,9 @@ def split_decode_attention(query: torch.Tensor, cache: SplitKVCache, layer: int,
     if cfg is None:
         cfg = prepare_decode(cache, hq, bq)
     lengths = cache.lengths if lengths is None else lengths
-    y = split_attention(query, *cache.parts(layer), lengths, cfg, scale=scale, out=out)
+    y = split_attention_ce(query, *cache.parts(layer), lengths, cfg, sm_count(cache.device), cache.staging,
+                           scale=scale, out=out)
     return y.unsqueeze(2) if sdpa_shaped else y
-
-
-def _side_stream(device: torch.device) -> torch.cuda.Stream:
-    if device not in _SIDE_STREAMS:
-        _SIDE_STREAMS[device] = torch.cuda.Stream(device=device)
-    return _SIDE_STREAMS[device]
 
 
 def prefill_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, cache: SplitKVCache,
@@ -127,7 +122,7 @@ def prefill_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tenso
         return F.scaled_dot_product_attention(query, key, value, is_causal=is_causal, scale=scale,
                                               enable_gqa=gqa)
     main = torch.cuda.current_stream(cache.device)
-    side = _side_stream(cache.device)
+    side = side_stream(cache.device, "prefill")
     side.wait_stream(main)
     with torch.cuda.stream(side):  # host writes cross the link while SDPA runs
         cache.write_prompt(layer, key, value, prompt_lengths)

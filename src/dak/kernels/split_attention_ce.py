@@ -1,0 +1,112 @@
+"""Split decode attention with part of the host requests staged by the copy engine.
+
+Measured on the H200 over PCIe Gen5 (benchmarks/results/probe-link-mix-h200.json): the copy
+engine moves 55 GB/s, SM zero-copy loads 50 GB/s, and both at once share the same ~55 GB/s.
+So once the link sets the time (any host fraction above ~1.3%), staging host requests with the
+copy engine, pipelined so attention never waits for the whole copy, beats reading them in place:
+
+    main stream:     [ split kernel: zero-copy host requests [n_ce, b_h) + HBM requests ]----+
+    copy stream:     [copy chunk 0][copy chunk 1] ... [copy chunk C-1]                        |
+    compute stream:            [attend chunk 0] [attend chunk 1] ... [attend chunk C-1] -> join
+
+Host requests [0, n_ce) (n_ce = round(ce_share * b_h)) are copied chunk by chunk (whole
+max_len rows: the copy cannot see device-side lengths) into HBM staging tensors and attended
+with the all-HBM kernel as each chunk lands. Every host byte crosses the link once. Ordering
+uses CUDA events, so it captures into a CUDA graph. Under the interpreter the same steps run in
+order on the CPU. With ce_share = 0 this is exactly `split_attention`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import torch
+
+from dak.kernels.attention_checks import check_attention_args
+from dak.kernels.attention_config import AttentionConfig, cdiv, finalize, heuristic_config
+from dak.kernels.split_attention import split_attention
+from dak.kernels.streams import side_stream
+
+
+def ce_requests(cfg: AttentionConfig, b_h: int) -> int:
+    """Host requests routed through the copy engine: round(ce_share * b_h), at most b_h."""
+    return 0 if cfg.ce_share <= 0 or b_h == 0 else min(b_h, max(1, round(cfg.ce_share * b_h)))
+
+
+def ce_chunks(n_ce: int, chunks: int) -> tuple[tuple[int, int], ...]:
+    """Request ranges copied and attended one at a time (`chunks` of them, at most n_ce)."""
+    if n_ce == 0:
+        return ()
+    per = cdiv(n_ce, max(1, min(chunks, n_ce)))
+    return tuple((lo, min(lo + per, n_ce)) for lo in range(0, n_ce, per))
+
+
+def split_attention_ce(q: torch.Tensor, k_host: torch.Tensor, v_host: torch.Tensor, k_hbm: torch.Tensor,
+                       v_hbm: torch.Tensor, lengths: torch.Tensor, cfg: AttentionConfig, sms: int,
+                       staging: tuple[torch.Tensor, torch.Tensor] | None = None, scale: float | None = None,
+                       out: torch.Tensor | None = None, validate: bool = True) -> torch.Tensor:
+    """`split_attention` with host requests [0, n_ce) staged by the copy engine (see module doc).
+
+    staging: HBM (k, v) tensors of shape (>= n_ce, Hkv, S, D) in the cache's dtype (e.g. a
+    `SplitKVCache` built with staging_requests); required when cfg.ce_share > 0.
+    """
+    if validate and torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
+        validate = False
+    bq, hq, d, b_h, hkv, s = check_attention_args(q, k_host, v_host, k_hbm, v_hbm, lengths, out, validate)
+    n_ce = ce_requests(cfg, min(bq, b_h))
+    if n_ce == 0:
+        return split_attention(q, k_host, v_host, k_hbm, v_hbm, lengths, cfg, scale, out, validate=False)
+    if staging is None or any(t.dim() != 4 or t.shape[0] < n_ce or tuple(t.shape[1:]) != (hkv, s, d)
+                              or t.dtype != q.dtype or t.device != q.device for t in staging):
+        raise ValueError(f"ce_share={cfg.ce_share} needs HBM staging (k, v) of shape (>= {n_ce}, {hkv}, {s}, {d}) "
+                         f"{q.dtype} on {q.device}; build the cache with staging_requests or use ce_share=0")
+    if out is None:
+        out = torch.empty((bq, hq, d), dtype=q.dtype, device=q.device)
+    b_g = max(0, bq - b_h)
+    rest_cfg = replace(finalize(replace(cfg, ce_share=0.0, ce_chunks=1), min(bq, b_h) - n_ce, b_g, hkv, s, sms),
+                       hbm_splits=cfg.hbm_splits)
+    chunks = ce_chunks(n_ce, cfg.ce_chunks)
+    chunk_cfg = replace(heuristic_config(0, chunks[0][1], hkv, hq // hkv, s, d, sms), block_n=cfg.block_n,
+                        num_warps=cfg.num_warps, num_stages=cfg.num_stages, hbm_tma=cfg.hbm_tma)
+    chunk_cfg = finalize(chunk_cfg, 0, chunks[0][1], hkv, s, sms)
+    none = torch.empty((0, hkv, s, d), dtype=q.dtype)
+    k_st, v_st = staging
+
+    def copy(lo, hi, non_blocking):
+        k_st[lo:hi].copy_(k_host[lo:hi], non_blocking=non_blocking)
+        v_st[lo:hi].copy_(v_host[lo:hi], non_blocking=non_blocking)
+
+    def attend(lo, hi):
+        split_attention(q[lo:hi], none, none, k_st[lo:hi], v_st[lo:hi], lengths[lo:hi], chunk_cfg, scale,
+                        out[lo:hi], validate=False)
+
+    def attend_rest():
+        if bq > n_ce:
+            split_attention(q[n_ce:], k_host[n_ce:], v_host[n_ce:], k_hbm, v_hbm, lengths[n_ce:], rest_cfg,
+                            scale, out[n_ce:], validate=False)
+
+    if q.device.type != "cuda":  # interpreter: same steps, in order
+        for lo, hi in chunks:
+            copy(lo, hi, False)
+            attend(lo, hi)
+        attend_rest()
+        return out
+    copy_s, comp_s = side_stream(q.device, "copy"), side_stream(q.device, "compute")
+    main = torch.cuda.current_stream(q.device)
+    copy_s.wait_stream(main)
+    comp_s.wait_stream(main)
+    landed = []
+    with torch.cuda.stream(copy_s):
+        for lo, hi in chunks:
+            copy(lo, hi, True)
+            ev = torch.cuda.Event()
+            ev.record(copy_s)
+            landed.append(ev)
+    attend_rest()
+    with torch.cuda.stream(comp_s):
+        for (lo, hi), ev in zip(chunks, landed):
+            comp_s.wait_event(ev)
+            attend(lo, hi)
+    main.wait_stream(copy_s)
+    main.wait_stream(comp_s)
+    return out
