@@ -18,6 +18,7 @@ def reference_attention(q, k, v, lengths, scale=None):
     keep = torch.arange(k.shape[2], device=q.device)[None, :] < lengths[:b].to(q.device).long()[:, None]
     s = s.masked_fill(~keep[:, None, :], float("-inf"))
     p = torch.nan_to_num(torch.softmax(s, dim=-1), nan=0.0)
+    v = torch.where(keep[:, None, :, None], v, 0.0)  # cache rows past a length may hold anything
     return torch.einsum("bhs,bhsd->bhd", p, v)
 
 

@@ -35,6 +35,9 @@ def _case(batch, b_h, hq, hkv, s, d, dtype, lengths, tma=False, cfg_kw=None, bq=
     v = torch.randn(batch, hkv, s, d, generator=g).to(dtype)
     q = torch.randn(bq, hq, d, generator=g).to(dtype)
     lengths = torch.tensor(lengths, dtype=torch.int32)
+    past = torch.arange(s)[None, :] >= lengths.long()[:, None]  # cache rows past each length: NaN
+    k[past[:, None, :, None].expand_as(k)] = float("nan")
+    v[past[:, None, :, None].expand_as(v)] = float("nan")
     (kh, bk), (vh, bv) = _pinned(k[:b_h]), _pinned(v[:b_h])
     kg, vg = k[b_h:].to(DEV), v[b_h:].to(DEV)
     cfg = heuristic_config(b_h, batch - b_h, hkv, hq // hkv, s, d, sms=4)

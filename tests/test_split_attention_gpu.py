@@ -39,6 +39,8 @@ def _case(batch, b_h, hq, hkv, s, d, dtype, lengths, cfg_kw, keep_splits, ce=Fal
     k = torch.randn(batch, hkv, s, d, device="cuda").to(dtype)
     v = torch.randn(batch, hkv, s, d, device="cuda").to(dtype)
     q = torch.randn(batch, hq, d, device="cuda").to(dtype)
+    past = (torch.arange(s, device="cuda")[None, :] >= lengths.long()[:, None])[:, None, :, None]
+    k, v = k.masked_fill(past, float("nan")), v.masked_fill(past, float("nan"))  # never read
     (kh, bk), (vh, bv) = _pinned(k[:b_h]), _pinned(v[:b_h])
     cfg = finalize(AttentionConfig(**cfg_kw), b_h, batch - b_h, hkv, s, _sms(), keep_splits=keep_splits)
     out = torch.full((batch, hq, d), float("nan"), device="cuda", dtype=dtype)

@@ -71,7 +71,7 @@ def kv_write(k: torch.Tensor, v: torch.Tensor, k_host: torch.Tensor, v_host: tor
     s = k_hbm.shape[2]
     kh, vh = (k_host, v_host) if b_h else (k_hbm, v_hbm)
     kg, vg = (k_hbm, v_hbm) if k_hbm.shape[0] else (kh, vh)
-    block_l = min(64, next_pow2(n_tok))
+    block_l = min(64, max(4, next_pow2(n_tok)))  # extra rows are masked
     grid = (bs * kv_heads, triton.cdiv(n_tok, block_l))
     _kv_write_kernel[grid](
         k, v, start if start is not None else k, count if count is not None else k,

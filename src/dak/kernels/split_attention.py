@@ -69,8 +69,8 @@ def _item(q_ptr, k_ptr, v_ptr, k_desc, v_desc, len_ptr, o_ptr, acc_ptr, ml_ptr,
         n0 = start + t * BLOCK_N
         offs_n = n0 + tl.arange(0, BLOCK_N)
         mask_n = offs_n < end
-        if USE_TMA:  # rows past `end` belong to later keys or heads: zero them (may be garbage)
-            k = tl.where(mask_n[:, None], k_desc.load([row0 + n0, 0]), 0.0)
+        if USE_TMA:  # rows past `end` are later keys or heads, maybe garbage: their scores are
+            k = k_desc.load([row0 + n0, 0])  # masked below, and V's rows are zeroed (0 * NaN = NaN)
             v = tl.where(mask_n[:, None], v_desc.load([row0 + n0, 0]), 0.0)
         else:
             k = tl.load(k_ptr + k_base + offs_n[:, None].to(tl.int64) * stride_ks + offs_d[None, :],
