@@ -62,7 +62,8 @@ def test_random_cases_against_fp32_reference():
         dtype = rng.choice([torch.bfloat16, torch.float16])
         cfg_kw = dict(rng.choice(PRESETS), host_programs=rng.choice([1, 8, 16, 32]),
                       hbm_programs=rng.choice([7, 132, 264]),
-                      ce_share=rng.choice([0.0, 0.0, 0.3, 1.0]), ce_chunks=rng.choice([1, 2, 5]))
+                      ce_share=rng.choice([0.0, 0.0, 0.3, 1.0]), ce_chunks=rng.choice([1, 2, 5]),
+                      host_split_k=rng.choice([1, 1, 2, 4, 8]))
         cfg_kw["block_n"] = 64 if n > 16 else 16
         try:
             _case(rng, m, k, n, m_h, dtype, rng.random() < 0.5, cfg_kw)

@@ -17,7 +17,7 @@ TOL = {torch.bfloat16: 1e-2, torch.float16: 2e-3}
 DEV = kernel_device()
 
 
-def _split_case(m, k, n, m_h, dtype, bias, host_tma, hbm_tma, block_m=16, block_k=32, seed=0):
+def _split_case(m, k, n, m_h, dtype, bias, host_tma, hbm_tma, block_m=16, block_k=32, seed=0, split=1):
     g = torch.Generator().manual_seed(seed)
     w = torch.randn(m, k, generator=g)
     x = torch.randn(n, k, generator=g)
@@ -29,7 +29,8 @@ def _split_case(m, k, n, m_h, dtype, bias, host_tma, hbm_tma, block_m=16, block_
     wg = device_matrix(m - m_h, k, dtype, DEV)
     wg.copy_(w[m_h:].to(dtype))
     cfg = finalize(KernelConfig(block_m=block_m, block_n=block_n_for(n), block_k=block_k,
-                                host_programs=2, hbm_programs=3, host_tma=host_tma, hbm_tma=hbm_tma),
+                                host_programs=2, hbm_programs=3, host_tma=host_tma, hbm_tma=hbm_tma,
+                                host_split_k=split),
                    m_h, m - m_h, sms=4)
     out = torch.full((n, m), float("nan"), dtype=dtype, device=DEV)  # poisoned
     res = split_linear(x.to(dtype).to(DEV), wh.tensor, wg, None if b is None else b.to(dtype).to(DEV),
@@ -54,6 +55,24 @@ def test_split_linear_matches_reference(n, frac):
 def test_tma_path_matches_reference(n, m, k, m_h):
     for dtype in (torch.bfloat16, torch.float16):
         _split_case(m, k, n, m_h, dtype, bias=True, host_tma=True, hbm_tma=True, seed=m + n)
+
+
+@pytest.mark.parametrize("split", [2, 4, 8])
+@pytest.mark.parametrize("n,m,k,m_h", [(1, 40, 200, 40), (5, 70, 130, 33), (64, 50, 96, 17), (3, 30, 40, 30)])
+def test_host_split_k_matches_reference(split, n, m, k, m_h):
+    """Split-K over host tiles, including splits with no reduction columns left (k=40)."""
+    for i, dtype in enumerate((torch.bfloat16, torch.float16)):
+        _split_case(m, k, n, m_h, dtype, bias=(i + split) % 2 == 0, host_tma=(i == 1), hbm_tma=False,
+                    seed=split * 100 + n + i, split=split)
+
+
+def test_host_split_k_back_to_back_launches_reset_counters():
+    """The shared counters must return to zero, or the next launch would finalize early."""
+    for seed in range(3):
+        _split_case(48, 160, 2, 48, torch.float16, bias=True, host_tma=False, hbm_tma=False,
+                    seed=seed, split=4)
+    from dak.kernels.split_linear import _WORKSPACES
+    assert int(_WORKSPACES[DEV][1].abs().sum()) == 0
 
 
 def test_odd_k_and_block_sizes():

@@ -13,6 +13,7 @@ MAX_DECODE_TOKENS = 64  # up to this many tokens, one program covers all of them
 # Above this host share a memory-bound operator is link-bound on a PCIe Gen5 GPU (x* = B_h /
 # (B_h + B_g) ~ 1.5% on the H200); the untuned config then moves host rows by copy engine.
 LINK_BOUND_SHARE = 0.02
+MAX_SPLIT_ITEMS = 256  # host split-K only pays when host row tiles are few; caps its workspace
 
 
 def cdiv(a: int, b: int) -> int:
@@ -35,6 +36,8 @@ class KernelConfig:
     ce_share: fraction of the host rows moved by the copy engine (in `ce_chunks` pipelined
         chunks into an HBM staging buffer) instead of read in place; on a PCIe host link the
         copy engine moves more bytes per second than SM loads (see dak.kernels.split_linear_ce).
+    host_split_k: decode only: split each host row tile's reduction over this many work items,
+        so a few host row tiles still keep many host programs reading (partials summed in order).
     """
 
     block_m: int = 32
@@ -48,6 +51,7 @@ class KernelConfig:
     hbm_tma: bool = False
     ce_share: float = 0.0
     ce_chunks: int = 1
+    host_split_k: int = 1
 
     def __post_init__(self):
         for f in ("block_m", "block_n", "block_k"):
@@ -58,6 +62,8 @@ class KernelConfig:
             raise ValueError("program counts must be non-negative")
         if self.num_stages < 1 or self.num_warps not in (1, 2, 4, 8, 16):
             raise ValueError(f"bad num_stages/num_warps: {self.num_stages}/{self.num_warps}")
+        if self.host_split_k < 1 or self.host_split_k & (self.host_split_k - 1):
+            raise ValueError(f"host_split_k must be a power of two >= 1, got {self.host_split_k}")
         if not 0.0 <= self.ce_share <= 1.0 or self.ce_chunks < 1:
             raise ValueError(f"ce_share must be in [0, 1] and ce_chunks >= 1, got "
                              f"{self.ce_share}/{self.ce_chunks}")
@@ -92,10 +98,11 @@ def finalize(cfg: KernelConfig, m_host: int, m_hbm: int, sms: int, hbm_occupancy
     """Clamp program counts to the tiles that exist and balance them (wave alignment)."""
     host_tiles = cdiv(m_host, cfg.block_m)
     hbm_tiles = cdiv(m_hbm, cfg.block_m)
-    host = balanced_programs(host_tiles, cfg.host_programs or 1)
+    split = cfg.host_split_k if 1 < host_tiles * cfg.host_split_k <= MAX_SPLIT_ITEMS else 1
+    host = balanced_programs(host_tiles * split, cfg.host_programs or 1)
     hbm_cap = cfg.hbm_programs or sms * hbm_occupancy
     hbm = balanced_programs(hbm_tiles, hbm_cap)
-    return replace(cfg, host_programs=host, hbm_programs=hbm)
+    return replace(cfg, host_programs=host, hbm_programs=hbm, host_split_k=split)
 
 
 def heuristic_config(n_tokens: int, m_host: int, m_hbm: int, k: int, sms: int, tma_ok: bool) -> KernelConfig:
@@ -106,7 +113,11 @@ def heuristic_config(n_tokens: int, m_host: int, m_hbm: int, k: int, sms: int, t
     block_m = 32 if cdiv(m_total, 64) >= 2 * sms else 16
     if block_n >= 64:
         block_m = max(block_m, 32)
+    split, host_tiles, k_iters = 1, cdiv(m_host, block_m), cdiv(k, pick_block_k(k))
+    while host_tiles and host_tiles * split < 16 and 2 * split <= min(8, k_iters // 2):
+        split *= 2  # few host row tiles: split their reduction so more programs read the link
     cfg = KernelConfig(
+        host_split_k=split,
         block_m=block_m,
         block_n=block_n,
         block_k=pick_block_k(k),

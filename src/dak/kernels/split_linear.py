@@ -106,9 +106,52 @@ def _rows(x_ptr, w_ptr, w_desc, b_ptr, y_ptr, first, step, n_rows, out_row0, N, 
 
 
 @triton.jit
+def _rows_split_k(x_ptr, w_ptr, w_desc, b_ptr, y_ptr, ws_ptr, cnt_ptr, first, step, n_rows, N, K,
+                  stride_xn, stride_xk, stride_wm, stride_yn, stride_ym,
+                  HAS_BIAS: tl.constexpr, USE_TMA: tl.constexpr, EVEN_K: tl.constexpr,
+                  SPLIT_K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                  BLOCK_K: tl.constexpr, NUM_STAGES: tl.constexpr, DOT_F32: tl.constexpr):
+    """Decode host rows with split-K: work items (tile, k-slice), so few host row tiles still
+    keep many host programs (and loads) in flight. Each item stores its fp32 partial in its own
+    workspace slot; the last item of a tile to finish (per-tile counter) sums the SPLIT_K
+    partials in a fixed order (deterministic), adds the bias, writes Y and resets the counter.
+    Every host byte is still read once."""
+    n_tiles = tl.cdiv(n_rows, BLOCK_M)
+    k_iters = tl.cdiv(K, BLOCK_K)
+    per = tl.cdiv(k_iters, SPLIT_K)
+    offs_n = tl.arange(0, BLOCK_N)
+    mask_n = offs_n < N
+    offs_b = tl.arange(0, BLOCK_M)
+    slot = offs_n[:, None] * BLOCK_M + offs_b[None, :]
+    my_items = tl.cdiv(tl.maximum(n_tiles * SPLIT_K - first, 0), step)
+    acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+    for it in tl.range(0, my_items * per, num_stages=NUM_STAGES):
+        item = first + (it // per) * step
+        kk = it % per
+        tile = item // SPLIT_K
+        ki = (item % SPLIT_K) * per + kk
+        row0 = tile * BLOCK_M
+        mask_m = ((row0 + offs_b) < n_rows) & (ki < k_iters)
+        acc = _mac(acc, x_ptr, w_ptr, w_desc, row0, ki * BLOCK_K, offs_n, mask_n & (ki < k_iters), mask_m, K,
+                   stride_xn, stride_xk, stride_wm, USE_TMA, EVEN_K, BLOCK_M, BLOCK_K, DOT_F32)
+        if kk == per - 1:
+            tl.store(ws_ptr + item * (BLOCK_N * BLOCK_M) + slot, acc)
+            done = tl.atomic_add(cnt_ptr + tile, 1, sem="acq_rel")
+            if done == SPLIT_K - 1:
+                tot = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+                for s in tl.static_range(SPLIT_K):
+                    tot += tl.load(ws_ptr + (tile * SPLIT_K + s) * (BLOCK_N * BLOCK_M) + slot,
+                                   cache_modifier=".cg")
+                _store(tot, b_ptr, y_ptr, row0, n_rows, 0, offs_n, mask_n, stride_yn, stride_ym,
+                       HAS_BIAS, BLOCK_M)
+                tl.atomic_xchg(cnt_ptr + tile, 0)
+            acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+
+
+@triton.jit
 def _split_linear_kernel(
     # pointers (and TMA descriptors, or the same pointers when TMA is off)
-    x_ptr, wh_ptr, wh_desc, wg_ptr, wg_desc, b_ptr, y_ptr,
+    x_ptr, wh_ptr, wh_desc, wg_ptr, wg_desc, b_ptr, y_ptr, ws_ptr, cnt_ptr,
     # sizes: tokens, reduction, host rows, HBM rows
     N, K, M_H, M_G,
     # strides
@@ -118,10 +161,14 @@ def _split_linear_kernel(
     # meta-parameters
     HAS_BIAS: tl.constexpr, HOST_TMA: tl.constexpr, HBM_TMA: tl.constexpr, EVEN_K: tl.constexpr,
     FLAT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-    NUM_STAGES: tl.constexpr, DOT_F32: tl.constexpr,
+    NUM_STAGES: tl.constexpr, DOT_F32: tl.constexpr, HOST_SPLIT_K: tl.constexpr,
 ):
     pid = tl.program_id(0)
-    if pid < HOST_PROGS:
+    if HOST_SPLIT_K > 1 and pid < HOST_PROGS:
+        _rows_split_k(x_ptr, wh_ptr, wh_desc, b_ptr, y_ptr, ws_ptr, cnt_ptr, pid, HOST_PROGS, M_H, N, K,
+                      stride_xn, stride_xk, stride_whm, stride_yn, stride_ym,
+                      HAS_BIAS, HOST_TMA, EVEN_K, HOST_SPLIT_K, BLOCK_M, BLOCK_N, BLOCK_K, NUM_STAGES, DOT_F32)
+    elif pid < HOST_PROGS:
         _rows(x_ptr, wh_ptr, wh_desc, b_ptr, y_ptr, pid, HOST_PROGS, M_H, 0, N, K,
               stride_xn, stride_xk, stride_whm, stride_yn, stride_ym,
               HAS_BIAS, HOST_TMA, EVEN_K, FLAT, BLOCK_M, BLOCK_N, BLOCK_K, NUM_STAGES, DOT_F32)
@@ -200,25 +247,53 @@ def split_linear(x: torch.Tensor, w_host: torch.Tensor, w_hbm: torch.Tensor, bia
     wh_desc = _descriptor(w_host, cfg) if host_tma else wh
     wg_desc = _descriptor(w_hbm, cfg) if hbm_tma else wg
     grid = (host_progs + hbm_progs,)
+    split = cfg.host_split_k if (m_h and n <= cfg.block_n) else 1
+    ws, cnt = split_k_workspace(x.device, cdiv(m_h, cfg.block_m), split, cfg) if split > 1 else (out, out)
     try:
-        _launch(grid, x, wh, wh_desc, wg, wg_desc, bias, out, n, k, m_h, m_g, host_progs, hbm_progs,
-                host_tma, hbm_tma, cfg)
+        _launch(grid, x, wh, wh_desc, wg, wg_desc, bias, out, ws, cnt, n, k, m_h, m_g, host_progs,
+                hbm_progs, host_tma, hbm_tma, split, cfg)
     except triton.runtime.errors.OutOfResources as exc:
         raise ValueError(f"launch config {cfg} needs more on-chip resources than this GPU has "
                          f"({exc}); use a smaller block_k, block_n or num_stages") from exc
     return out
 
 
-def _launch(grid, x, wh, wh_desc, wg, wg_desc, bias, out, n, k, m_h, m_g, host_progs, hbm_progs,
-            host_tma, hbm_tma, cfg):
+_WORKSPACES: dict = {}
+_OUTGROWN: list = []
+
+
+def split_k_workspace(device: torch.device, tiles: int, split: int, cfg: KernelConfig):
+    """(fp32 partials, int32 per-tile counters) for host split-K, shared per device.
+
+    Launches on one stream may share it: each launch leaves its counters at zero. It only
+    grows, never inside CUDA graph capture; outgrown buffers stay alive for graphs that use them.
+    """
+    floats = tiles * split * cfg.block_n * cfg.block_m
+    ws, cnt = _WORKSPACES.get(device, (None, None))
+    if ws is None or ws.numel() < floats or cnt.numel() < tiles:
+        if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+            raise RuntimeError("split-K workspace must be sized before CUDA graph capture; run the "
+                               "launch (or SplitLinear.prepare) once outside capture first")
+        old = _WORKSPACES.get(device)
+        ws = torch.empty(max(floats, 0 if ws is None else ws.numel()), dtype=torch.float32, device=device)
+        cnt = torch.zeros(max(tiles, 0 if cnt is None else cnt.numel()), dtype=torch.int32, device=device)
+        if old is not None:
+            _OUTGROWN.append(old)
+        _WORKSPACES[device] = (ws, cnt)
+    return ws, cnt
+
+
+def _launch(grid, x, wh, wh_desc, wg, wg_desc, bias, out, ws, cnt, n, k, m_h, m_g, host_progs, hbm_progs,
+            host_tma, hbm_tma, split, cfg):
     _split_linear_kernel[grid](
-        x, wh, wh_desc, wg, wg_desc, bias if bias is not None else x, out,
+        x, wh, wh_desc, wg, wg_desc, bias if bias is not None else x, out, ws, cnt,
         n, k, m_h, m_g,
         x.stride(0), x.stride(1), wh.stride(0), wg.stride(0), out.stride(0), out.stride(1),
         host_progs, max(hbm_progs, 1),
         HAS_BIAS=bias is not None, HOST_TMA=host_tma, HBM_TMA=hbm_tma,
         EVEN_K=k % cfg.block_k == 0, FLAT=n <= cfg.block_n,
         BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k, NUM_STAGES=cfg.num_stages, DOT_F32=interpreting(),
+        HOST_SPLIT_K=split,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
 

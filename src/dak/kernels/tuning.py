@@ -2,9 +2,10 @@
 
 The sweep is coordinate descent from `heuristic_config`: one knob at a time (share of host
 rows moved by the copy engine and its chunking, token tile for N > 64, host programs = the
-in-flight cap on the link, row tile, host load path, reduction tile, pipeline depth, HBM
-programs, then a finer copy-engine share), keeping whatever is fastest, each candidate timed
-by graph replay. It runs before first use for a (GPU, dtype, token bucket, M_H, M_G, K, bias) key and never inside CUDA graph capture.
+in-flight cap on the link, host split-K, row tile, host load path, reduction tile, pipeline
+depth, HBM programs, then a finer copy-engine share), keeping whatever is fastest, each
+candidate timed by graph replay. It runs before first use for a (GPU, dtype, token bucket,
+M_H, M_G, K, bias) key and never inside CUDA graph capture.
 The disk cache lives in $DAK_CACHE_DIR (default ~/.cache/dak)/split_linear.json.
 """
 
@@ -78,6 +79,7 @@ def _knobs(n: int, m_h: int, m_g: int, sms: int, tma_ok: bool):
         yield "block_n", [64, 128]
     if m_h:
         yield "host_programs", [4, 8, 16, 32, 64]
+        yield "host_split_k", [1, 2, 4, 8]
     yield "block_m", [16, 32, 64]
     if m_h and tma_ok:
         yield "host_tma", [False, True]
@@ -118,7 +120,7 @@ def sweep(run: Callable[[KernelConfig], object], n: int, m_h: int, m_g: int, k: 
         for v in values:
             if v == getattr(best, name) or (name == "ce_chunks" and best.ce_share == 0):
                 continue
-            if name == "host_programs" and best.ce_share == 1:
+            if name in ("host_programs", "host_split_k") and best.ce_share == 1:
                 continue  # no host rows are read in place
             cand = replace(best, **{name: v})
             t = measure(cand)
