@@ -95,6 +95,7 @@ def rel_err(y, ref) -> float:
 def bench_shape(name, b, s, c, counts, pool, b_h_gbs, dtype, paths, tune, rows, sms):
     hq, hkv, d = MODELS[name]
     per_req = hkv * s * d
+    es = torch.empty((), dtype=dtype).element_size()
     copies = min(8, max(1, math.ceil(3 * L2_BYTES / c)))  # rotate HBM KV so replays miss L2
     kv = [tuple(torch.empty(b, hkv, s, d, device="cuda", dtype=dtype).normal_() for _ in range(2))
           for _ in range(copies)]
