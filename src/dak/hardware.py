@@ -8,6 +8,12 @@ All bandwidths are in bytes/s, compute in FLOP/s, capacities in bytes.
 * ``host_bandwidth_sm`` (B_h): bandwidth of SM zero-copy loads from pinned host
   memory; this is what DAK kernels achieve when reading their host part.
 * ``flops`` (F): dense bf16/fp16 tensor-core throughput.
+
+A profile written by ``dak calibrate`` (schema 2) also carries ``meta`` (GPU name, driver,
+library versions, date), measured per-shape time ``curves`` that the planner uses instead of
+the roofline, the congestion ``windows`` chosen per split-linear launch shape, and ``link``
+samples (host-read and concurrent HBM bandwidth per host programs x pipeline depth); see
+``dak.measured``. Presets and hand-written profiles carry none of these.
 """
 
 from __future__ import annotations
@@ -16,9 +22,12 @@ import dataclasses
 import json
 import math
 import os
-from dataclasses import dataclass
+import warnings
+from dataclasses import dataclass, field
+from functools import cached_property
 
 from .jsonfile import load_json
+from .measured import SECTIONS, Curve, LinkSample, Window, parse_section, section_to_json
 from .units import GIB, KIB, MIB
 
 
@@ -33,12 +42,20 @@ class HardwareProfile:
     smem_per_sm: int
     hbm_capacity: int
     host_ram: int
+    meta: dict = field(default_factory=dict, hash=False)
+    curves: tuple[Curve, ...] = ()
+    windows: tuple[Window, ...] = ()
+    link: tuple[LinkSample, ...] = ()
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
             raise ValueError("hardware profile field 'name' must be a non-empty string")
+        if not isinstance(self.meta, dict):
+            raise ValueError("hardware profile field 'meta' must be an object")
+        for name in SECTIONS:
+            object.__setattr__(self, name, tuple(getattr(self, name)))
         for f in dataclasses.fields(self):
-            if f.name == "name":
+            if f.name == "name" or f.name in _MEASURED:
                 continue
             v = getattr(self, f.name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
@@ -50,9 +67,32 @@ class HardwareProfile:
             else:
                 object.__setattr__(self, f.name, float(v))
 
+    @cached_property
+    def curve_table(self) -> dict[str, Curve]:
+        """Measured curves by operator key."""
+        return {c.key: c for c in self.curves}
+
+    def roofline_only(self) -> "HardwareProfile":
+        """The same profile without measured curves (the planner then uses the roofline)."""
+        return dataclasses.replace(self, curves=()) if self.curves else self
+
+    def device_mismatch(self, gpu: str) -> str | None:
+        """A warning when this profile was calibrated on another GPU than ``gpu``, else None."""
+        from .measured import same_gpu
+        theirs = self.meta.get("gpu")
+        if theirs and not same_gpu(theirs, gpu):
+            return (f"hardware profile {self.name!r} was measured on {theirs!r} but this is {gpu!r}; "
+                    f"its numbers may not hold here: run `dak calibrate` on this machine")
+        return None
+
     # ---- JSON -------------------------------------------------------------
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        d = {f: getattr(self, f) for f in _field_names()}
+        if self.meta or self.curves or self.windows or self.link:
+            d["schema"] = SCHEMA
+            d["meta"] = dict(self.meta)
+            d.update({name: section_to_json(getattr(self, name)) for name in SECTIONS})
+        return d
 
     @classmethod
     def from_dict(cls, data: dict, source: str = "profile") -> "HardwareProfile":
@@ -62,7 +102,20 @@ class HardwareProfile:
         if missing:
             raise ValueError(f"{source}: hardware profile is missing field(s) {', '.join(missing)}; "
                              f"required fields: {', '.join(_field_names())}")
-        return cls(**{f: data[f] for f in _field_names()})
+        schema = data.get("schema", 1)
+        if isinstance(schema, bool) or not isinstance(schema, int) or not 1 <= schema <= SCHEMA:
+            raise ValueError(f"{source}: hardware profile schema {schema!r} is not supported (this dak reads "
+                             f"schemas 1 to {SCHEMA}); re-run `dak calibrate` or upgrade dak")
+        known = set(_field_names()) | {"schema", "meta"} | set(SECTIONS)
+        unknown = sorted(k for k in data if k not in known)
+        if unknown:
+            warnings.warn(f"{source}: ignoring unknown hardware profile field(s) {', '.join(unknown)}",
+                          stacklevel=2)
+        extra = {name: parse_section(name, data[name], source) for name in SECTIONS if name in data}
+        meta = data.get("meta", {})
+        if not isinstance(meta, dict):
+            raise ValueError(f"{source}: hardware profile field 'meta' must be an object")
+        return cls(**{f: data[f] for f in _field_names()}, meta=meta, **extra)
 
     def to_json(self, path: str) -> None:
         with open(path, "w") as fh:
@@ -74,8 +127,13 @@ class HardwareProfile:
         return cls.from_dict(load_json(path, "hardware profile"), source=path)
 
 
+SCHEMA = 2
+_MEASURED = ("meta",) + tuple(SECTIONS)
+
+
 def _field_names() -> list[str]:
-    return [f.name for f in dataclasses.fields(HardwareProfile)]
+    """The required (scalar) fields: everything but meta and the measured sections."""
+    return [f.name for f in dataclasses.fields(HardwareProfile) if f.name not in _MEASURED]
 
 
 PRESETS: dict[str, HardwareProfile] = {

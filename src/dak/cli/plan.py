@@ -8,7 +8,7 @@ from collections import OrderedDict
 from ..hardware import get_profile
 from ..models import Workload, load_spec
 from ..models.ops import DEFAULT_RESERVE
-from ..planner import POLICIES, plan_all
+from ..planner import COST_MODELS, POLICIES, plan_all
 from ..units import format_bandwidth, format_bytes, format_time, parse_size
 
 
@@ -23,6 +23,9 @@ def add_parser(sub) -> None:
     p.add_argument("--phase", default="decode", help="decode | prefill (default decode)")
     p.add_argument("--hardware", default="h200-pcie", help="preset name or profile .json (default h200-pcie)")
     p.add_argument("--policy", default="greedy", help="greedy | uniform | prefetch: the placement shown (default greedy)")
+    p.add_argument("--cost-model", default="auto", choices=COST_MODELS,
+                   help="roofline | measured (a calibrated profile's curves) | auto: measured when the "
+                        "profile has curves for this model and workload (default auto)")
     p.add_argument("--tile-rows", default="64", help="rows per linear-layer unit (default 64)")
     p.add_argument("--reserve", default=None, help="runtime HBM reserve (default 1GiB)")
     p.add_argument("--spare-link", action="store_true", help="greedy: use the host link even when the model fits")
@@ -49,7 +52,7 @@ def run(args) -> int:
     budget = None if args.hbm_budget is None else parse_size(args.hbm_budget)
     reserve = DEFAULT_RESERVE if args.reserve is None else parse_size(args.reserve)
     plans = plan_all(spec, workload, profile, budget, tile_rows=_int("--tile-rows", args.tile_rows),
-                     reserve=reserve, spare_link=args.spare_link)
+                     reserve=reserve, spare_link=args.spare_link, cost_model=args.cost_model)
     chosen = plans[args.policy]
     if args.json:
         d = chosen.to_dict()
@@ -77,7 +80,10 @@ def render(pl, plans: dict, per_layer: bool = False) -> str:
            f"HBM budget {format_bytes(pl.hbm_budget)}; needs {format_bytes(pl.total_bytes)} "
            f"(operators {format_bytes(pl.total_bytes - pl.min_hbm_bytes)} + minimum HBM set "
            f"{format_bytes(pl.min_hbm_bytes)}); host {format_bytes(pl.host_bytes)} "
-           f"({100 * pl.offload_ratio:.1f}% of operator bytes)"]
+           f"({100 * pl.offload_ratio:.1f}% of operator bytes)",
+           "cost model: " + (f"measured curves (convex envelope) for {pl.measured_ops} of {len(pl.ops)} "
+                             f"operators, roofline for the rest" if pl.cost_model == "measured" else
+                             "roofline max(T_comp, (1-x)C/B_g, xC/B_h)")]
     if pl.fits:
         out.append("NOTE: the model fits in the HBM budget: no offload needed" +
                    ("" if pl.host_bytes == 0 else " (spare host link used as extra bandwidth)"))

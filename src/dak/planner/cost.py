@@ -14,6 +14,10 @@ x_lo = max(0, 1 - B_g/B_i) and x_hi = min(1, B_h/B_i), B_i = D/T_comp.
 
 As a function of host bytes h = x*C, T is convex piecewise linear with up to
 three segments, slopes -(D/C)/B_g, 0 and +(D/C)/B_h  (seconds per byte).
+
+When the profile carries a measured curve for the op's shape (``dak calibrate``), ``op_time``
+and ``segments`` use its convex envelope instead (see ``dak.planner.curves``);
+``roofline_time`` is always the formula above.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..hardware import HardwareProfile
+from .curves import curve_for, curve_pieces, envelope, interpolate
 
 
 @dataclass(frozen=True)
@@ -37,7 +42,15 @@ def compute_time(flops: float, profile: HardwareProfile) -> float:
 
 
 def op_time(op, x: float, profile: HardwareProfile) -> float:
-    """T(x) in seconds for an op (anything with .traffic and .flops), host fraction x."""
+    """T(x) in seconds for an op, host fraction x: its measured envelope, else the roofline."""
+    curve = curve_for(op, profile)
+    if curve is not None:
+        return interpolate(envelope(curve), x)
+    return roofline_time(op, x, profile)
+
+
+def roofline_time(op, x: float, profile: HardwareProfile) -> float:
+    """Roofline T(x) in seconds for an op (anything with .traffic and .flops), host fraction x."""
     return max(op.flops / profile.flops,
                (1.0 - x) * op.traffic / profile.hbm_bandwidth,
                x * op.traffic / profile.host_bandwidth_sm)
@@ -51,6 +64,10 @@ def effective_bandwidth(op, x: float, profile: HardwareProfile) -> float:
 
 def peak_ratio(op, profile: HardwareProfile) -> float:
     """Smallest x minimizing T: B_h/(B_h+B_g) when memory-bound, else x_lo of the free range."""
+    curve = curve_for(op, profile)
+    if curve is not None:  # the first lowest point of the envelope
+        hull = envelope(curve)
+        return min(hull, key=lambda p: (p[1], p[0]))[0]
     bg, bh = profile.hbm_bandwidth, profile.host_bandwidth_sm
     tc = op.flops / profile.flops
     if op.traffic <= 0:
@@ -65,6 +82,9 @@ def segments(op, index: int, profile: HardwareProfile) -> list[Segment]:
     C, D = float(op.bytes), float(op.traffic)
     if C <= 0:
         return []
+    curve = curve_for(op, profile)
+    if curve is not None:
+        return [Segment(index, a, n, s) for a, n, s in curve_pieces(curve, C)]
     if D <= 0:
         return [Segment(index, 0.0, C, 0.0)]
     bg, bh = profile.hbm_bandwidth, profile.host_bandwidth_sm

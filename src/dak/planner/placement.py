@@ -50,6 +50,8 @@ class Placement:
     fits: bool                   # everything fits in the budget, no offload needed
     feasible: bool = True
     note: str = ""
+    cost_model: str = "roofline"  # 'roofline' | 'measured' (convex envelope of calibrated curves)
+    measured_ops: int = 0         # operators timed by a measured curve (the rest: roofline)
 
     @property
     def effective_bandwidth(self) -> float:

@@ -13,6 +13,11 @@ set); with HBM budget H the host must hold R = max(0, M - H) bytes.
         M - s*S_L + 2*s*max_l S_l = H   =>   s = R / (S_L - 2*max_l S_l)
   (S_l: bytes of layer l, S_L: all layers; globals stay in HBM).  Per-layer
   time = max(sum_i max(T_comp_i, D_i/B_g), s*D_layer/B_ce); infeasible if s > 1.
+
+Cost models (``cost_model``): ``roofline`` uses the formula in ``cost``; ``measured`` uses the
+calibrated curves a profile carries (``dak.planner.curves``; ops without one keep the
+roofline) and refuses a profile without any for these ops; ``auto`` (default) is ``measured``
+when the profile has a curve for at least one op, else ``roofline``.
 """
 
 from __future__ import annotations
@@ -24,10 +29,26 @@ from ..models.ops import DEFAULT_RESERVE, Workload, list_operators, minimum_hbm_
 from ..models.spec import ModelSpec
 from ..units import MIB, format_bytes
 from .cost import op_time
+from .curves import coverage
 from .greedy import round_to_units, solve_continuous
 from .placement import OpPlacement, Placement
 
 POLICIES = ("greedy", "uniform", "prefetch")
+COST_MODELS = ("auto", "roofline", "measured")
+
+
+def resolve_cost_model(ops, profile: HardwareProfile, cost_model: str = "auto"):
+    """(profile to plan with, 'roofline' | 'measured', ops timed by a measured curve)."""
+    if cost_model not in COST_MODELS:
+        raise ValueError(f"unknown cost model {cost_model!r}: use one of {', '.join(COST_MODELS)}")
+    measured, measurable = coverage(ops, profile)
+    if cost_model == "roofline" or (cost_model == "auto" and measured == 0):
+        return profile.roofline_only(), "roofline", 0
+    if measured == 0:
+        raise ValueError(f"hardware profile {profile.name!r} has no measured curve for any of these "
+                         f"{measurable} operator shapes; run `dak calibrate` with this model and workload, "
+                         f"or use --cost-model roofline")
+    return profile, "measured", measured
 
 
 def _op_placement(op, k: int, time_s: float) -> OpPlacement:
@@ -61,7 +82,7 @@ def _descend(op, k: int, profile: HardwareProfile) -> int:
 
 def plan(spec: ModelSpec, workload: Workload, profile: HardwareProfile, hbm_budget: int | None = None,
          policy: str = "greedy", tile_rows: int = 64, reserve: int = DEFAULT_RESERVE,
-         spare_link: bool = False, ops=None) -> Placement:
+         spare_link: bool = False, ops=None, cost_model: str = "auto") -> Placement:
     """Place every operator of ``spec`` for ``workload`` on ``profile`` under ``hbm_budget`` bytes."""
     if policy not in POLICIES:
         raise ValueError(f"unknown policy {policy!r}: use one of {', '.join(POLICIES)}")
@@ -74,6 +95,7 @@ def plan(spec: ModelSpec, workload: Workload, profile: HardwareProfile, hbm_budg
         raise ValueError(f"HBM budget {format_bytes(budget)} exceeds {profile.name}'s HBM capacity "
                          f"{format_bytes(profile.hbm_capacity)}; lower --hbm-budget")
     ops = list_operators(spec, workload, tile_rows) if ops is None else list(ops)
+    profile, model_used, measured = resolve_cost_model(ops, profile, cost_model)
     mins = minimum_hbm_set(spec, workload, reserve)
     if budget < mins.total:
         raise ValueError(
@@ -90,7 +112,8 @@ def plan(spec: ModelSpec, workload: Workload, profile: HardwareProfile, hbm_budg
                          f"--batch/--prompt-len/--gen-len")
     common = dict(model=spec.name, profile=profile.name, workload=workload, hbm_budget=budget,
                   min_hbm_bytes=mins.total, required_host_bytes=R, total_bytes=total,
-                  total_traffic=float(sum(op.traffic for op in ops)), fits=R == 0)
+                  total_traffic=float(sum(op.traffic for op in ops)), fits=R == 0,
+                  cost_model=model_used, measured_ops=measured)
     staging, feasible, note = 0, True, ""
     if policy == "prefetch":
         ks, times, staging, feasible, note = _prefetch(ops, R, profile)
@@ -130,7 +153,7 @@ def _prefetch(ops, R: int, profile: HardwareProfile):
             return ks, [math.inf] * len(ops), 0, False, note
         s = R / denom
         ks = [_units_covering(op, s) if op.layer is not None else 0 for op in ops]
-    hbm_t = [max(op.flops / profile.flops, op.traffic / profile.hbm_bandwidth) for op in ops]
+    hbm_t = [op_time(op, 0.0, profile) for op in ops]  # all in HBM (roofline or measured)
     times = list(hbm_t)
     staging_layer = {l: 0 for l in layers}
     for l in layers:
@@ -147,8 +170,10 @@ def _prefetch(ops, R: int, profile: HardwareProfile):
 
 
 def plan_all(spec: ModelSpec, workload: Workload, profile: HardwareProfile, hbm_budget: int | None = None,
-             tile_rows: int = 64, reserve: int = DEFAULT_RESERVE, spare_link: bool = False) -> dict:
+             tile_rows: int = 64, reserve: int = DEFAULT_RESERVE, spare_link: bool = False,
+             cost_model: str = "auto") -> dict:
     """{policy: Placement} for greedy, uniform and prefetch on the same inputs."""
     ops = list_operators(spec, workload, tile_rows)
     return {p: plan(spec, workload, profile, hbm_budget, p, tile_rows, reserve,
-                    spare_link=spare_link and p == "greedy", ops=ops) for p in POLICIES}
+                    spare_link=spare_link and p == "greedy", ops=ops, cost_model=cost_model)
+            for p in POLICIES}
