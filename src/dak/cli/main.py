@@ -10,9 +10,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import info, plan
+from . import calibrate, info, plan
 
-SUBCOMMANDS = (plan, info)
+SUBCOMMANDS = (plan, calibrate, info)
 
 
 def build_parser() -> argparse.ArgumentParser:

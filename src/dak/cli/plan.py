@@ -16,11 +16,7 @@ def add_parser(sub) -> None:
     p = sub.add_parser("plan", help="plan the HBM/host split of every operator and predict TPOT")
     p.add_argument("--model", required=True, help="built-in name (see `dak models`), config.json or folder")
     p.add_argument("--hbm-budget", default=None, help="HBM the plan may use, e.g. 40GiB (default: device capacity)")
-    p.add_argument("--batch", default="8", help="batch size B (default 8)")
-    p.add_argument("--prompt-len", default="512", help="prompt length L in tokens (default 512)")
-    p.add_argument("--gen-len", default="128", help="generated tokens G (default 128)")
-    p.add_argument("--dtype", default="bf16", help="bf16 | fp16 | fp32 (default bf16)")
-    p.add_argument("--phase", default="decode", help="decode | prefill (default decode)")
+    add_workload_args(p)
     p.add_argument("--hardware", default="h200-pcie", help="preset name or profile .json (default h200-pcie)")
     p.add_argument("--policy", default="greedy", help="greedy | uniform | prefetch: the placement shown (default greedy)")
     p.add_argument("--cost-model", default="auto", choices=COST_MODELS,
@@ -34,6 +30,21 @@ def add_parser(sub) -> None:
     p.set_defaults(func=run)
 
 
+def add_workload_args(p, dtypes: str = "bf16 | fp16 | fp32") -> None:
+    """--batch, --prompt-len, --gen-len, --dtype, --phase (read back by `workload_from`)."""
+    p.add_argument("--batch", default="8", help="batch size B (default 8)")
+    p.add_argument("--prompt-len", default="512", help="prompt length L in tokens (default 512)")
+    p.add_argument("--gen-len", default="128", help="generated tokens G (default 128)")
+    p.add_argument("--dtype", default="bf16", help=f"{dtypes} (default bf16)")
+    p.add_argument("--phase", default="decode", help="decode | prefill (default decode)")
+
+
+def workload_from(args) -> Workload:
+    return Workload(phase=args.phase, batch=_int("--batch", args.batch),
+                    prompt_len=_int("--prompt-len", args.prompt_len),
+                    gen_len=_int("--gen-len", args.gen_len), dtype=args.dtype)
+
+
 def _int(name: str, text: str) -> int:
     try:
         return int(str(text).strip())
@@ -44,9 +55,7 @@ def _int(name: str, text: str) -> int:
 def run(args) -> int:
     if args.policy not in POLICIES:
         raise ValueError(f"unknown policy {args.policy!r}: use one of {', '.join(POLICIES)}")
-    workload = Workload(phase=args.phase, batch=_int("--batch", args.batch),
-                        prompt_len=_int("--prompt-len", args.prompt_len),
-                        gen_len=_int("--gen-len", args.gen_len), dtype=args.dtype)
+    workload = workload_from(args)
     spec = load_spec(args.model)
     profile = get_profile(args.hardware)
     budget = None if args.hbm_budget is None else parse_size(args.hbm_budget)

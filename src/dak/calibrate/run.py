@@ -1,0 +1,100 @@
+"""Run a calibration on the GPU: the steps of a `CalibrationPlan` behind a progress bar, then the
+profile (a `dak.hardware.HardwareProfile` with meta, curves, windows and link samples).
+
+A shape whose measurement fails is left out (the planner then uses the roofline for it) and
+named in ``failures``; everything else is still written.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ..hardware import HardwareProfile
+from ..measured import Curve, LinkSample
+from .plan import CalibrationPlan
+
+
+def require_gpu() -> None:
+    """ValueError saying what to do when no CUDA GPU can be measured."""
+    import torch
+    if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0") or not torch.cuda.is_available():
+        raise ValueError("dak calibrate measures a GPU and none is visible here (torch.cuda.is_available() "
+                         "is False or TRITON_INTERPRET is set); run it on the GPU machine, or pass --dry-run "
+                         "to print what it would measure")
+
+
+def _steps(plan: CalibrationPlan) -> int:
+    return 3 + 2 * len(plan.link_grid) + 1 + sum(len(s.points) for s in plan.shapes)
+
+
+def calibrate(plan: CalibrationPlan, spec, name: str, progress: bool = True):
+    """(profile, details): details holds what the profile does not (HBM bandwidth alone, host
+    bandwidth under load, failures) for the report."""
+    require_gpu()
+    import torch
+    from tqdm import tqdm
+
+    from .attention import time_attention
+    from .device import LinkProbe, copy_engine_bandwidth, device_numbers, hbm_bandwidth, matmul_flops, metadata
+    from .linear import LinearShape, measure_curve
+
+    bar = tqdm(total=_steps(plan), desc="dak calibrate", unit="step", disable=not progress)
+    meta = metadata()
+    numbers = device_numbers()
+    bar.set_postfix_str("HBM, copy engine, matmul")
+    hbm = hbm_bandwidth()
+    bar.update()
+    ce = copy_engine_bandwidth()
+    bar.update()
+    flops = matmul_flops()
+    bar.update()
+    torch.cuda.empty_cache()
+
+    bar.set_postfix_str("host link")
+    probe = LinkProbe(host_mib=128 if plan.quick else 256)
+    reads = {}
+    for p, s in plan.link_grid:
+        reads[(p, s)] = probe.host_read(p, s)
+        bar.update()
+    hbm_alone, _ = probe.hbm_under_load(None, 3)
+    bar.update()
+    link, host_loaded = [], {}
+    for p, s in plan.link_grid:
+        g, h = probe.hbm_under_load(p, s)
+        link.append(LinkSample(p, s, reads[(p, s)], g))
+        host_loaded[(p, s)] = h
+        bar.update()
+    del probe
+    torch.cuda.empty_cache()
+
+    curves, windows, failures = [], [], []
+    for job in plan.shapes:
+        bar.set_postfix_str(f"{job.names} {job.m}x{job.k}" if job.kind == "linear" else "attention")
+        try:
+            if job.kind == "linear":
+                shape = LinearShape(job.m, job.k, job.n, job.bias, plan.workload.dtype, plan.tile_rows, plan.tune)
+                res = measure_curve(shape, job.points, plan.window_grid, bar.update)
+                pts = tuple((r.host_rows / job.m, r.time_s) for r in res)
+                windows += [r.window for r in res if r.window is not None]
+                note = f"SplitLinear n={job.n}, {'tuned' if plan.tune else 'heuristic'} + window search"
+                del shape
+            else:
+                pts = []
+                for b_h in job.points:
+                    pts.append((b_h / job.m, time_attention(spec, plan.workload, b_h, plan.tune)))
+                    bar.update()
+                note = f"split decode attention, {'tuned' if plan.tune else 'heuristic'}"
+            curves.append(Curve(job.key, tuple(pts), note))
+        except Exception as exc:  # noqa: BLE001 -- one failed shape must not lose the others
+            failures.append(f"{job.names} ({job.key}): {type(exc).__name__}: {exc}")
+        torch.cuda.empty_cache()
+    bar.close()
+    w = plan.workload
+    meta.update(model=plan.model, workload=f"{w.phase} B={w.batch} L={w.prompt_len} G={w.gen_len} {w.dtype}",
+                quick=plan.quick, tuned=plan.tune, tile_rows=plan.tile_rows)
+    profile = HardwareProfile(name=name, hbm_bandwidth=hbm, host_bandwidth_ce=ce,
+                              host_bandwidth_sm=max(reads.values()), flops=flops, **numbers, meta=meta,
+                              curves=tuple(curves), windows=tuple(windows), link=tuple(link))
+    details = {"hbm_alone": hbm_alone, "host_loaded": {f"{p}x{s}": v for (p, s), v in host_loaded.items()},
+               "failures": failures}
+    return profile, details
