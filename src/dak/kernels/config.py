@@ -9,11 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from dak.runtime_env import interpreting
+
 MAX_DECODE_TOKENS = 64  # up to this many tokens, one program covers all of them: no re-reads
 # Above this host share a memory-bound operator is link-bound on a PCIe Gen5 GPU (x* = B_h /
 # (B_h + B_g) ~ 1.5% on the H200); the untuned config then moves host rows by copy engine.
 LINK_BOUND_SHARE = 0.02
 MAX_SPLIT_ITEMS = 256  # host split-K only pays when host row tiles are few; caps its workspace
+HOST_KERNELS = ("triton", "triton_once", "cuda_multicast")  # host row readers for N > block_n
 
 
 def cdiv(a: int, b: int) -> int:
@@ -38,6 +41,13 @@ class KernelConfig:
         copy engine moves more bytes per second than SM loads (see dak.kernels.split_linear_ce).
     host_split_k: decode only: split each host row tile's reduction over this many work items,
         so a few host row tiles still keep many host programs reading (partials summed in order).
+    host_kernel: how host rows are read when N > block_n (several token blocks):
+        "triton": each host tile is re-read over the link once per token block (amplification);
+        "triton_once": the first token block's pass copies the tile into an HBM slot, the other
+        token blocks read the slot (dak.kernels.split_linear_once);
+        "cuda_multicast": a CUDA kernel fetches each host tile once per thread-block cluster of
+        `mc_cluster` CTAs by TMA multicast, each CTA covering `mc_block_n` tokens of
+        `mc_block_m`-row tiles (dak.kernels.split_linear_mc).
     """
 
     block_m: int = 32
@@ -52,6 +62,10 @@ class KernelConfig:
     ce_share: float = 0.0
     ce_chunks: int = 1
     host_split_k: int = 1
+    host_kernel: str = "triton"
+    mc_cluster: int = 4
+    mc_block_m: int = 64
+    mc_block_n: int = 128
 
     def __post_init__(self):
         for f in ("block_m", "block_n", "block_k"):
@@ -67,6 +81,15 @@ class KernelConfig:
         if not 0.0 <= self.ce_share <= 1.0 or self.ce_chunks < 1:
             raise ValueError(f"ce_share must be in [0, 1] and ce_chunks >= 1, got "
                              f"{self.ce_share}/{self.ce_chunks}")
+
+        if self.host_kernel not in HOST_KERNELS:
+            raise ValueError(f"host_kernel must be one of {HOST_KERNELS}, got {self.host_kernel!r}")
+        if (self.mc_cluster not in (1, 2, 4, 8) or self.mc_block_m not in (64, 128)
+                or self.mc_block_n not in (64, 128, 256) or self.mc_block_m * self.mc_block_n > 16384
+                or self.mc_block_m // self.mc_cluster < 8):
+            raise ValueError(f"bad multicast tiles: cluster {self.mc_cluster} (1/2/4/8), block_m "
+                             f"{self.mc_block_m} (64/128, >= 8 rows per CTA), block_n {self.mc_block_n} "
+                             "(64/128/256, block_m * block_n <= 16384)")
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -100,6 +123,8 @@ def finalize(cfg: KernelConfig, m_host: int, m_hbm: int, sms: int, hbm_occupancy
     hbm_tiles = cdiv(m_hbm, cfg.block_m)
     split = cfg.host_split_k if 1 < host_tiles * cfg.host_split_k <= MAX_SPLIT_ITEMS else 1
     host = balanced_programs(host_tiles * split, cfg.host_programs or 1)
+    if cfg.host_kernel == "cuda_multicast" and host_tiles:
+        host = max(cfg.host_programs, cfg.mc_cluster)  # CTAs; its launcher clamps to work items
     hbm_cap = cfg.hbm_programs or sms * hbm_occupancy
     hbm = balanced_programs(hbm_tiles, hbm_cap)
     return replace(cfg, host_programs=host, hbm_programs=hbm, host_split_k=split)
@@ -113,6 +138,8 @@ def heuristic_config(n_tokens: int, m_host: int, m_hbm: int, k: int, sms: int, t
     block_m = 32 if cdiv(m_total, 64) >= 2 * sms else 16
     if block_n >= 64:
         block_m = max(block_m, 32)
+    if interpreting():  # the CPU interpreter pays per tile iteration: fewer, larger tiles
+        block_m = 64
     split, host_tiles, k_iters = 1, cdiv(m_host, block_m), cdiv(k, pick_block_k(k))
     while host_tiles and host_tiles * split < 16 and 2 * split <= min(8, k_iters // 2):
         split *= 2  # few host row tiles: split their reduction so more programs read the link
@@ -129,5 +156,6 @@ def heuristic_config(n_tokens: int, m_host: int, m_hbm: int, k: int, sms: int, t
         hbm_tma=False,
         ce_share=1.0 if m_host > LINK_BOUND_SHARE * m_total else 0.0,
         ce_chunks=4,
+        host_kernel="triton_once" if n_tokens > block_n else "triton",
     )
     return finalize(cfg, m_host, m_hbm, sms)

@@ -7,7 +7,9 @@ programs [0, P_h) ("host programs") walk the host row tiles and read them over t
 own output columns, so there is no cross-program reduction. For N <= block_n (decode) a
 program covers every token at once, so each host weight byte crosses the link exactly once;
 for larger N the program loops over token blocks and re-reads its row tile once per block
-(read amplification ceil(N / block_n), removed by a later kernel).
+(read amplification ceil(N / block_n)), unless cfg.host_kernel == "triton_once": then host
+programs read each host tile once and serve the other token blocks from an HBM slot
+(dak.kernels.split_linear_once).
 
 Shapes and dtypes: x (N, K), w_host (M_H, K), w_hbm (M - M_H, K), bias (M,) or None, out (N, M);
 all bf16 or all fp16, accumulation in fp32.
@@ -21,44 +23,10 @@ import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from dak.kernels.config import KernelConfig, cdiv
-from dak.runtime_env import KERNEL_DTYPES, interpreting
-
-
-@triton.jit
-def _mac(acc, x_ptr, w_ptr, w_desc, row0, k0, offs_n, mask_n, mask_m, K,
-         stride_xn, stride_xk, stride_wm,
-         USE_TMA: tl.constexpr, EVEN_K: tl.constexpr, BLOCK_M: tl.constexpr,
-         BLOCK_K: tl.constexpr, DOT_F32: tl.constexpr):
-    """acc (BLOCK_N, BLOCK_M) += X[offs_n, k0:k0+BLOCK_K] @ W[row0:row0+BLOCK_M, k0:k0+BLOCK_K]^T."""
-    offs_k = k0 + tl.arange(0, BLOCK_K)
-    offs_m = row0 + tl.arange(0, BLOCK_M)
-    x_ptrs = x_ptr + offs_n[:, None] * stride_xn + offs_k[None, :] * stride_xk
-    if EVEN_K:
-        x = tl.load(x_ptrs, mask=mask_n[:, None], other=0.0)
-    else:
-        x = tl.load(x_ptrs, mask=mask_n[:, None] & (offs_k[None, :] < K), other=0.0)
-    if USE_TMA:
-        w = w_desc.load([row0, k0])
-    else:
-        w_ptrs = w_ptr + offs_m[:, None] * stride_wm + offs_k[None, :]
-        if EVEN_K:
-            w = tl.load(w_ptrs, mask=mask_m[:, None], other=0.0)
-        else:
-            w = tl.load(w_ptrs, mask=mask_m[:, None] & (offs_k[None, :] < K), other=0.0)
-    if DOT_F32:  # Triton 3.6's interpreter mis-computes bf16 tl.dot: upcast there only
-        return tl.dot(x.to(tl.float32), tl.trans(w.to(tl.float32)), acc, input_precision="ieee")
-    return tl.dot(x, tl.trans(w), acc)
-
-
-@triton.jit
-def _store(acc, b_ptr, y_ptr, row0, n_rows, out_row0, offs_n, mask_n, stride_yn, stride_ym,
-           HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr):
-    offs_m = row0 + tl.arange(0, BLOCK_M)
-    mask_m = offs_m < n_rows
-    if HAS_BIAS:
-        acc += tl.load(b_ptr + out_row0 + offs_m, mask=mask_m, other=0.0).to(tl.float32)[None, :]
-    y_ptrs = y_ptr + offs_n[:, None] * stride_yn + (out_row0 + offs_m)[None, :] * stride_ym
-    tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=mask_n[:, None] & mask_m[None, :])
+from dak.kernels.split_linear_checks import check_split_args, host_link_bytes, tma_compatible  # noqa: F401
+from dak.kernels.split_linear_once import _rows_once, once_workspace
+from dak.kernels.split_linear_tiles import _mac, _store
+from dak.runtime_env import interpreting
 
 
 @triton.jit
@@ -151,9 +119,9 @@ def _rows_split_k(x_ptr, w_ptr, w_desc, b_ptr, y_ptr, ws_ptr, cnt_ptr, first, st
 @triton.jit
 def _split_linear_kernel(
     # pointers (and TMA descriptors, or the same pointers when TMA is off)
-    x_ptr, wh_ptr, wh_desc, wg_ptr, wg_desc, b_ptr, y_ptr, ws_ptr, cnt_ptr,
-    # sizes: tokens, reduction, host rows, HBM rows
-    N, K, M_H, M_G,
+    x_ptr, wh_ptr, wh_desc, wg_ptr, wg_desc, b_ptr, y_ptr, ws_ptr, cnt_ptr, slot_ptr,
+    # sizes: tokens, reduction, host rows, HBM rows, host-once slot row length
+    N, K, M_H, M_G, K_SLOT,
     # strides
     stride_xn, stride_xk, stride_whm, stride_wgm, stride_yn, stride_ym,
     # persistent grid split
@@ -161,13 +129,17 @@ def _split_linear_kernel(
     # meta-parameters
     HAS_BIAS: tl.constexpr, HOST_TMA: tl.constexpr, HBM_TMA: tl.constexpr, EVEN_K: tl.constexpr,
     FLAT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-    NUM_STAGES: tl.constexpr, DOT_F32: tl.constexpr, HOST_SPLIT_K: tl.constexpr,
+    NUM_STAGES: tl.constexpr, DOT_F32: tl.constexpr, HOST_SPLIT_K: tl.constexpr, HOST_ONCE: tl.constexpr,
 ):
     pid = tl.program_id(0)
     if HOST_SPLIT_K > 1 and pid < HOST_PROGS:
         _rows_split_k(x_ptr, wh_ptr, wh_desc, b_ptr, y_ptr, ws_ptr, cnt_ptr, pid, HOST_PROGS, M_H, N, K,
                       stride_xn, stride_xk, stride_whm, stride_yn, stride_ym,
                       HAS_BIAS, HOST_TMA, EVEN_K, HOST_SPLIT_K, BLOCK_M, BLOCK_N, BLOCK_K, NUM_STAGES, DOT_F32)
+    elif HOST_ONCE and pid < HOST_PROGS:
+        _rows_once(x_ptr, wh_ptr, wh_desc, slot_ptr, b_ptr, y_ptr, pid, HOST_PROGS, M_H, N, K, K_SLOT,
+                   stride_xn, stride_xk, stride_whm, stride_yn, stride_ym,
+                   HAS_BIAS, HOST_TMA, EVEN_K, BLOCK_M, BLOCK_N, BLOCK_K, NUM_STAGES, DOT_F32)
     elif pid < HOST_PROGS:
         _rows(x_ptr, wh_ptr, wh_desc, b_ptr, y_ptr, pid, HOST_PROGS, M_H, 0, N, K,
               stride_xn, stride_xk, stride_whm, stride_yn, stride_ym,
@@ -178,51 +150,8 @@ def _split_linear_kernel(
               HAS_BIAS, HBM_TMA, EVEN_K, FLAT, BLOCK_M, BLOCK_N, BLOCK_K, NUM_STAGES, DOT_F32)
 
 
-def tma_compatible(w: torch.Tensor) -> bool:
-    """TMA needs a 16-byte aligned base, 16-byte aligned row stride and unit column stride."""
-    es = w.element_size()
-    return (w.numel() > 0 and w.stride(1) == 1 and w.data_ptr() % 16 == 0
-            and (w.stride(0) * es) % 16 == 0 and w.shape[1] * es >= 16)
-
-
 def _descriptor(w: torch.Tensor, cfg: KernelConfig):
     return TensorDescriptor(w, list(w.shape), [w.stride(0), 1], [cfg.block_m, cfg.block_k])
-
-
-def check_split_args(x, w_host, w_hbm, bias, out):
-    """Validate launcher inputs; return (N, K, M_H, M_G). Raises ValueError saying what to fix."""
-    if x.dim() != 2:
-        raise ValueError(f"x must be 2-D (tokens, in_features), got shape {tuple(x.shape)}")
-    if x.dtype not in KERNEL_DTYPES:
-        raise ValueError(f"x has dtype {x.dtype}; split kernels support torch.bfloat16 and torch.float16")
-    if not x.is_contiguous():
-        raise ValueError(f"x must be contiguous (strides {x.stride()}); call x.contiguous() first")
-    n, k = x.shape
-    for name, w in (("w_host", w_host), ("w_hbm", w_hbm)):
-        if w.dim() != 2 or w.shape[1] != k:
-            raise ValueError(f"{name} must be (rows, {k}) to match x's in_features, got {tuple(w.shape)}")
-        if w.dtype != x.dtype:
-            raise ValueError(f"{name} dtype {w.dtype} differs from x dtype {x.dtype}; cast one of them")
-        if w.numel() and w.stride(1) != 1:
-            raise ValueError(f"{name} rows must be contiguous, got strides {w.stride()}")
-    if w_host.numel() and w_host.device.type != "cpu":
-        raise ValueError(f"w_host must be in pinned host memory, got a tensor on {w_host.device}")
-    if not interpreting():
-        if x.device.type != "cuda":
-            raise ValueError(f"x must be on the GPU, got {x.device}")
-        if w_host.numel() and not w_host.is_pinned():
-            raise ValueError("w_host is pageable; pin it with dak.host.PinnedBuffer.from_tensor")
-        if w_hbm.numel() and w_hbm.device != x.device:
-            raise ValueError(f"w_hbm is on {w_hbm.device} but x is on {x.device}")
-    m = w_host.shape[0] + w_hbm.shape[0]
-    if bias is not None and (bias.shape != (m,) or bias.dtype != x.dtype or bias.device != x.device):
-        raise ValueError(f"bias must be ({m},) {x.dtype} on {x.device}, got {tuple(bias.shape)} "
-                         f"{bias.dtype} on {bias.device}")
-    if out is not None and (out.shape != (n, m) or out.dtype != x.dtype or out.device != x.device
-                            or (n > 1 and m > 1 and out.stride(1) != 1)):
-        raise ValueError(f"out must be a ({n}, {m}) {x.dtype} tensor on {x.device} with unit column "
-                         "stride (contiguous, or a column slice of a contiguous tensor)")
-    return n, k, w_host.shape[0], w_hbm.shape[0]
 
 
 def split_linear(x: torch.Tensor, w_host: torch.Tensor, w_hbm: torch.Tensor, bias: torch.Tensor | None,
@@ -249,9 +178,11 @@ def split_linear(x: torch.Tensor, w_host: torch.Tensor, w_hbm: torch.Tensor, bia
     grid = (host_progs + hbm_progs,)
     split = cfg.host_split_k if (m_h and n <= cfg.block_n) else 1
     ws, cnt = split_k_workspace(x.device, cdiv(m_h, cfg.block_m), split, cfg) if split > 1 else (out, out)
+    once = cfg.host_kernel == "triton_once" and m_h > 0 and n > cfg.block_n
+    slots, k_slot = once_workspace(x.device, x.dtype, host_progs, k, cfg) if once else (out, 0)
     try:
-        _launch(grid, x, wh, wh_desc, wg, wg_desc, bias, out, ws, cnt, n, k, m_h, m_g, host_progs,
-                hbm_progs, host_tma, hbm_tma, split, cfg)
+        _launch(grid, x, wh, wh_desc, wg, wg_desc, bias, out, ws, cnt, slots, k_slot, n, k, m_h, m_g,
+                host_progs, hbm_progs, host_tma, hbm_tma, split, once, cfg)
     except triton.runtime.errors.OutOfResources as exc:
         raise ValueError(f"launch config {cfg} needs more on-chip resources than this GPU has "
                          f"({exc}); use a smaller block_k, block_n or num_stages") from exc
@@ -283,21 +214,17 @@ def split_k_workspace(device: torch.device, tiles: int, split: int, cfg: KernelC
     return ws, cnt
 
 
-def _launch(grid, x, wh, wh_desc, wg, wg_desc, bias, out, ws, cnt, n, k, m_h, m_g, host_progs, hbm_progs,
-            host_tma, hbm_tma, split, cfg):
+def _launch(grid, x, wh, wh_desc, wg, wg_desc, bias, out, ws, cnt, slots, k_slot, n, k, m_h, m_g,
+            host_progs, hbm_progs, host_tma, hbm_tma, split, once, cfg):
     _split_linear_kernel[grid](
-        x, wh, wh_desc, wg, wg_desc, bias if bias is not None else x, out, ws, cnt,
-        n, k, m_h, m_g,
+        x, wh, wh_desc, wg, wg_desc, bias if bias is not None else x, out, ws, cnt, slots,
+        n, k, m_h, m_g, k_slot,
         x.stride(0), x.stride(1), wh.stride(0), wg.stride(0), out.stride(0), out.stride(1),
         host_progs, max(hbm_progs, 1),
         HAS_BIAS=bias is not None, HOST_TMA=host_tma, HBM_TMA=hbm_tma,
         EVEN_K=k % cfg.block_k == 0, FLAT=n <= cfg.block_n,
         BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k, NUM_STAGES=cfg.num_stages, DOT_F32=interpreting(),
-        HOST_SPLIT_K=split,
+        HOST_SPLIT_K=split, HOST_ONCE=once,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
 
-
-def host_link_bytes(n: int, m_host: int, k: int, elem: int, cfg: KernelConfig) -> int:
-    """Bytes the launch pulls over the host link: each host row tile once per token block."""
-    return m_host * k * elem * cdiv(max(n, 1), cfg.block_n)

@@ -25,6 +25,7 @@ from functools import lru_cache
 import torch
 import torch.nn.functional as F
 
+from dak.kernels.buffers import shared_buffer
 from dak.kernels.config import KernelConfig, cdiv, finalize
 from dak.kernels.split_linear import check_split_args, split_linear
 
@@ -140,21 +141,10 @@ def split_linear_ce(x: torch.Tensor, w_host: torch.Tensor, w_hbm: torch.Tensor, 
     return out
 
 
-_STAGING: dict = {}
-
-
 def staging_buffer(device: torch.device, dtype: torch.dtype, numel: int) -> torch.Tensor:
     """A flat HBM buffer of at least `numel` elements, shared by every caller on (device, dtype).
 
     Operators that run one after another on a stream can share it. It only grows (a new, larger
     buffer replaces the shared one; earlier holders keep theirs). Not callable inside capture.
     """
-    key = (torch.device(device), dtype)
-    buf = _STAGING.get(key)
-    if buf is None or buf.numel() < numel:
-        if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
-            raise RuntimeError("the copy-engine staging buffer must be sized before CUDA graph "
-                               "capture; call prepare() on every SplitLinear first")
-        buf = torch.empty(max(numel, 1), dtype=dtype, device=device)
-        _STAGING[key] = buf
-    return buf
+    return shared_buffer("copy-engine staging", device, dtype, numel)

@@ -1,8 +1,9 @@
 """Pick split-linear launch configs by a short timed sweep, cached in memory and on disk.
 
 The sweep is coordinate descent from `heuristic_config`: one knob at a time (share of host
-rows moved by the copy engine and its chunking, token tile for N > 64, host programs = the
-in-flight cap on the link, host split-K, row tile, host load path, reduction tile, pipeline
+rows moved by the copy engine and its chunking, token tile for N > 64, for N > 64 the host
+kernel that reads each host tile once (Triton slot or CUDA cluster multicast, with its cluster
+size and tiles), host programs = the in-flight cap on the link, host split-K, row tile, host load path, reduction tile, pipeline
 depth, HBM programs, then a finer copy-engine share), keeping whatever is fastest, each
 candidate timed by graph replay. It runs before first use for a (GPU, dtype, token bucket,
 M_H, M_G, K, bias) key and never inside CUDA graph capture.
@@ -77,8 +78,13 @@ def _knobs(n: int, m_h: int, m_g: int, sms: int, tma_ok: bool):
         yield "ce_chunks", [1, 2, 4, 8]
     if n > 64:
         yield "block_n", [64, 128]
+    if m_h and n > 64:  # large N: host tiles read once (Triton slot, or CUDA cluster multicast)
+        yield "host_kernel", ["triton", "triton_once", "cuda_multicast"]
+        yield "mc_cluster", [2, 4, 8]
+        yield "mc_block_n", [64, 128, 256]
+        yield "mc_block_m", [64, 128]
     if m_h:
-        yield "host_programs", [4, 8, 16, 32, 64]
+        yield "host_programs", [4, 8, 16, 32, 64, 132]
         yield "host_split_k", [1, 2, 4, 8]
     yield "block_m", [16, 32, 64]
     if m_h and tma_ok:
@@ -109,7 +115,11 @@ def sweep(run: Callable[[KernelConfig], object], n: int, m_h: int, m_g: int, k: 
             try:
                 seen[cfg] = graph_time_ms([lambda: run(cfg)], target_ms=6.0, max_replays=5)
             except ValueError as exc:  # a config the GPU cannot run (shared memory)
-                if "on-chip resources" not in str(exc):
+                if "on-chip resources" not in str(exc) and cfg.host_kernel != "cuda_multicast":
+                    raise
+                seen[cfg] = float("inf")
+            except RuntimeError:  # no nvcc, or the driver refused the cluster launch
+                if cfg.host_kernel != "cuda_multicast":
                     raise
                 seen[cfg] = float("inf")
         return seen[cfg]
@@ -120,9 +130,15 @@ def sweep(run: Callable[[KernelConfig], object], n: int, m_h: int, m_g: int, k: 
         for v in values:
             if v == getattr(best, name) or (name == "ce_chunks" and best.ce_share == 0):
                 continue
-            if name in ("host_programs", "host_split_k") and best.ce_share == 1:
+            mc = best.host_kernel == "cuda_multicast"
+            if name in ("host_programs", "host_split_k") and best.ce_share == 1 and not mc:
                 continue  # no host rows are read in place
-            cand = replace(best, **{name: v})
+            if name.startswith("mc_") and not mc:
+                continue
+            try:
+                cand = replace(best, **{name: v})
+            except ValueError:  # e.g. a multicast tile the kernel does not build
+                continue
             t = measure(cand)
             if t < best_t * 0.99:
                 best, best_t = cand, t
