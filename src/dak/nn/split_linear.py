@@ -98,14 +98,12 @@ class SplitLinear(nn.Module):
         return torch.cat([self.w_host.to(self.w_hbm.device), self.w_hbm], dim=0)
 
     def _launch(self, x2: torch.Tensor, cfg: KernelConfig, out: torch.Tensor | None = None):
-        from dak.kernels.split_linear import split_linear
-        if cfg.ce_share == 0:
-            return split_linear(x2, self.w_host, self.w_hbm, self.bias, cfg, out=out)
-        from dak.kernels.split_linear_ce import ce_rows, split_linear_ce, staging_buffer
-        need = ce_rows(cfg, self.host_rows) * self.w_host.stride(0)
-        if self._staging is None or self._staging.numel() < need:
+        from dak.kernels.split_linear_ce import ce_rows, staging_buffer
+        from dak.kernels.split_linear_route import run_split_linear
+        need = ce_rows(cfg, self.host_rows) * self.w_host.stride(0) if cfg.host_kernel != "cuda_multicast" else 0
+        if need and (self._staging is None or self._staging.numel() < need):
             self._staging = staging_buffer(self.w_hbm.device, self.dtype, need)
-        return split_linear_ce(x2, self.w_host, self.w_hbm, self.bias, cfg, self._staging, self._sms, out=out)
+        return run_split_linear(x2, self.w_host, self.w_hbm, self.bias, cfg, self._sms, self._staging, out=out)
 
     def prepare(self, n_tokens: int) -> KernelConfig | None:
         """Choose (and cache) the launch config for `n_tokens`, compiling the kernel. Not in capture."""
