@@ -9,6 +9,11 @@ effective bandwidth on the same shape and N, and B_h = copy-engine H2D bandwidth
 measured in this run. Writes JSON (with GPU name, git sha, command) and prints a table.
 
     PYTHONPATH=src python benchmarks/bench_linear.py --out benchmarks/results/linear-h200.json
+
+`--large-n` instead compares, per N in --tokens (default 256..8192), the amplifying host path
+with the ones that fetch each host tile once (see benchmarks/linear_large_n.py):
+
+    PYTHONPATH=src python benchmarks/bench_linear.py --large-n --out linear-large-n.json
 """
 
 from __future__ import annotations
@@ -27,8 +32,10 @@ from dak.kernels.timing import graph_time_ms  # noqa: E402
 
 from dak.baselines import PrefetchLinear, TorchLinear, UVALinear  # noqa: E402
 from dak.host import PinnedBuffer, device_matrix  # noqa: E402
-from dak.kernels.split_linear import host_link_bytes, tma_compatible  # noqa: E402
+from dak.kernels.split_linear_checks import host_link_bytes, tma_compatible  # noqa: E402
 from dak.kernels.split_linear_ce import ce_rows, split_linear_ce, staging_buffer  # noqa: E402
+from dak.kernels.split_linear_route import run_split_linear  # noqa: E402
+from linear_large_n import GRIDS, bench_large_n  # noqa: E402
 from dak.kernels.config import heuristic_config  # noqa: E402
 from dak.kernels.tuning import sweep  # noqa: E402
 from dak.nn.split_linear import host_rows_for  # noqa: E402
@@ -79,7 +86,7 @@ def bench_shape(name, m, k, tokens, ratios, b_h, dtype, tune, row_tile, rows_out
                 stage = staging_buffer(torch.device("cuda"), dtype, m_h * wh.stride(0))
 
                 def run(cf, p=parts[0]):
-                    return split_linear_ce(x, *p, None, cf, stage, sms, out=out)
+                    return run_split_linear(x, *p, None, cf, sms, stage, out=out)
                 if tune:
                     cfg, trials = sweep(run, n, m_h, m - m_h, k, sms, tma_ok)
                 else:
@@ -97,7 +104,7 @@ def bench_shape(name, m, k, tokens, ratios, b_h, dtype, tune, row_tile, rows_out
                 "speedup_vs_torch": t_torch / t_dak, "speedup_vs_prefetch": t_pre / t_dak,
                 "speedup_vs_uva": t_uva / t_dak, "host_link_bytes_per_host_byte": amp,
                 "config": cfg.to_dict() if cfg else "torch",
-                "ce_rows": ce_rows(cfg, m_h) if cfg else 0,
+                "ce_rows": ce_rows(cfg, m_h) if cfg and cfg.host_kernel != "cuda_multicast" else 0,
                 "sweep": sorted(trials, key=lambda t: t[1])[:6] if m_h else [],
             }
             rows_out.append(row)
@@ -109,9 +116,15 @@ def bench_shape(name, m, k, tokens, ratios, b_h, dtype, tune, row_tile, rows_out
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--shapes", default=",".join(SHAPES), help="comma list of: " + ",".join(SHAPES))
-    ap.add_argument("--tokens", default="1,8,32,128,512")
-    ap.add_argument("--ratios", default="0,0.5,1,2,5,10,25,50,100", help="host shares in percent")
+    ap.add_argument("--shapes", default=None, help="comma list of: " + ",".join(SHAPES)
+                    + " (default all; with --large-n opt-30b.qkvo, the paper's 7168x7168)")
+    ap.add_argument("--tokens", default=None, help="token counts (default 1,8,32,128,512; with "
+                    "--large-n 256,512,1024,2048,4096,8192)")
+    ap.add_argument("--ratios", default=None, help="host shares in percent (default "
+                    "0,0.5,1,2,5,10,25,50,100; with --large-n 10,50)")
+    ap.add_argument("--large-n", action="store_true", help="amplifying vs read-once host paths per N")
+    ap.add_argument("--paths", default=",".join(GRIDS), help="--large-n: comma list of " + ",".join(GRIDS))
+    ap.add_argument("--tune-large", action="store_true", help="--large-n: also run dak's sweep per case")
     ap.add_argument("--dtype", default="bf16", choices=["bf16", "fp16"])
     ap.add_argument("--row-tile", type=int, default=16)
     ap.add_argument("--no-tune", action="store_true", help="use the heuristic config, no sweep")
@@ -120,17 +133,26 @@ def main(argv=None):
     if not torch.cuda.is_available():
         sys.exit("bench_linear needs a CUDA GPU")
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[a.dtype]
-    tokens = [int(t) for t in a.tokens.split(",")]
-    ratios = [float(r) / 100 for r in a.ratios.split(",")]
+    large = a.large_n
+    tokens = [int(t) for t in (a.tokens or ("256,512,1024,2048,4096,8192" if large else "1,8,32,128,512")).split(",")]
+    ratios = [float(r) / 100 for r in (a.ratios or ("10,50" if large else "0,0.5,1,2,5,10,25,50,100")).split(",")]
+    shapes = a.shapes or ("opt-30b.qkvo" if large else ",".join(SHAPES))
+    paths = [p for p in a.paths.split(",") if p]
+    if any(p not in GRIDS for p in paths):
+        sys.exit(f"unknown path in {a.paths!r}; choose from {', '.join(GRIDS)}")
     b_h = h2d_bandwidth()
     print(f"measured copy-engine H2D bandwidth B_h = {b_h/1e9:.1f} GB/s", flush=True)
     rows: list[dict] = []
     meta = metadata()
-    out = a.out or f"benchmarks/results/linear-{meta['gpu'].replace(' ', '_')}.json"
-    for s in a.shapes.split(","):
+    kind = "large-n-" if large else ""
+    out = a.out or f"benchmarks/results/linear-{kind}{meta['gpu'].replace(' ', '_')}.json"
+    for s in shapes.split(","):
         if s not in SHAPES:
             sys.exit(f"unknown shape {s!r}; choose from {', '.join(SHAPES)}")
-        bench_shape(s, *SHAPES[s], tokens, ratios, b_h, dtype, not a.no_tune, a.row_tile, rows)
+        if large:
+            bench_large_n(s, *SHAPES[s], tokens, ratios, b_h, dtype, a.row_tile, paths, a.tune_large, rows)
+        else:
+            bench_shape(s, *SHAPES[s], tokens, ratios, b_h, dtype, not a.no_tune, a.row_tile, rows)
         write_json(out, {"meta": meta, "B_h_copy_engine": b_h, "rows": rows})
         torch.cuda.empty_cache()
     print(f"wrote {out}")

@@ -112,11 +112,14 @@ def test_graph_replay_with_new_inputs(host_kernel):
         assert ((out.float() - ref).norm() / ref.norm()).item() < TOL[dtype]
 
 
-def test_split_linear_module_tunes_large_n_and_stays_correct(tmp_path, monkeypatch):
+def test_split_linear_module_large_n_default_reads_host_once(tmp_path, monkeypatch):
+    """Untuned (the sweep is exercised by bench_linear.py --large-n --tune-large): a small host
+    share at N > 64 defaults to the host-once Triton path, through SplitLinear's router."""
     monkeypatch.setenv("DAK_CACHE_DIR", str(tmp_path))
-    lin = torch.nn.Linear(1024, 2048, bias=True, device="cuda", dtype=torch.bfloat16)
-    split = SplitLinear.from_linear(lin, host_ratio=0.5)
+    lin = torch.nn.Linear(1024, 8192, bias=True, device="cuda", dtype=torch.bfloat16)
+    split = SplitLinear.from_linear(lin, host_ratio=0.0078, tune=False)
     cfg = split.prepare(600)
+    assert cfg.host_kernel == "triton_once" and cfg.ce_share == 0, cfg
     x = torch.randn(600, 1024, device="cuda", dtype=torch.bfloat16)
     y = split(x)
     ref = x.float() @ lin.weight.float().T + lin.bias.float()
