@@ -68,11 +68,16 @@ class SplitLinear(nn.Module):
         self.row_tile = row_tile
         self.tune = tune
         m_h = self.host_rows
-        self._host = PinnedBuffer.from_tensor(weight[:m_h])
+        data = weight.device.type != "meta"  # a meta weight (see `empty`) allocates without copying
+        self._host = PinnedBuffer.from_tensor(weight[:m_h]) if data else PinnedBuffer((m_h, self.in_features),
+                                                                                      self.dtype)
         w_hbm = device_matrix(self.out_features - m_h, self.in_features, self.dtype, device)
-        w_hbm.copy_(weight[m_h:].detach())
+        if data:
+            w_hbm.copy_(weight[m_h:].detach())
         self.register_buffer("w_hbm", w_hbm, persistent=False)
-        b = None if bias is None else bias.detach().to(device=device, dtype=self.dtype).contiguous()
+        b = None if bias is None else (torch.empty(self.out_features, dtype=self.dtype, device=device)
+                                       if bias.device.type == "meta"
+                                       else bias.detach().to(device=device, dtype=self.dtype).contiguous())
         self.register_buffer("bias", b, persistent=False)
         self._configs: dict[int, KernelConfig] = {}
         self._staging: torch.Tensor | None = None  # shared copy-engine staging (see split_linear_ce)
@@ -83,6 +88,14 @@ class SplitLinear(nn.Module):
     def from_linear(cls, linear: nn.Linear, **kw) -> "SplitLinear":
         """Split an existing nn.Linear (its weight is copied; the Linear can then be freed)."""
         return cls(linear.weight.data, None if linear.bias is None else linear.bias.data, **kw)
+
+    @classmethod
+    def empty(cls, out_features: int, in_features: int, *, bias: bool, dtype: torch.dtype,
+              **kw) -> "SplitLinear":
+        """Uninitialised parts, allocated straight in their homes (no full-weight copy anywhere);
+        fill `w_host`, `w_hbm` and `bias` in place, e.g. from a checkpoint or a seeded generator."""
+        meta = torch.empty((out_features, in_features), dtype=dtype, device="meta")
+        return cls(meta, torch.empty(out_features, dtype=dtype, device="meta") if bias else None, **kw)
 
     @property
     def w_host(self) -> torch.Tensor:

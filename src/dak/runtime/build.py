@@ -1,0 +1,155 @@
+"""Build an HF causal LM directly in its planned placement.
+
+The model skeleton is created on the meta device (no memory), then every planned linear becomes
+a `SplitLinear` allocated straight in its homes (pinned host rows, HBM rows), planned embedding
+tables become `SplitEmbedding`s, and what is left (norms, rotary tables, small biases) is
+materialised in HBM. Weights come from a seeded generator (`fill_random`) or are streamed from
+a local safetensors checkpoint (`dak.runtime.checkpoint`). A model larger than HBM never
+exists whole anywhere: host rows are generated on the device in chunks and copied to their
+pinned home.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from dak.nn.split_linear import SplitLinear
+from dak.planner.placement import Placement
+from dak.runtime.embedding import SplitEmbedding
+
+CHUNK_BYTES = 64 << 20
+
+
+def skeleton(hf_config, dtype: torch.dtype) -> nn.Module:
+    """The HF causal LM for `hf_config` with every tensor on the meta device."""
+    from transformers import AutoModelForCausalLM
+    with torch.device("meta"):
+        return AutoModelForCausalLM.from_config(hf_config, dtype=dtype)
+
+
+def find_module(model: nn.Module, op_name: str) -> tuple[str, nn.Module]:
+    """The module whose qualified name is `op_name` or ends with '.' + op_name (unique)."""
+    hits = [(n, m) for n, m in model.named_modules() if n == op_name or n.endswith("." + op_name)]
+    if len(hits) != 1:
+        raise ValueError(f"planned operator {op_name!r} matches {len(hits)} modules of "
+                         f"{type(model).__name__}; the model's layout is not the one the planner assumed")
+    return hits[0]
+
+
+def _set(model: nn.Module, name: str, module: nn.Module) -> None:
+    parent, _, leaf = name.rpartition(".")
+    setattr(model.get_submodule(parent) if parent else model, leaf, module)
+
+
+class SplitPositions(SplitEmbedding):
+    """OPT's learned positions (ids offset by 2) over a split table."""
+
+    offset = 2
+
+    def forward(self, attention_mask=None, past_len: int = 0, position_ids=None):
+        if position_ids is None:
+            raise ValueError("dak runs OPT with explicit position_ids")
+        return super().forward(position_ids + self.offset)
+
+
+def place(model: nn.Module, placement: Placement, device: torch.device, tune: bool) -> list[int]:
+    """Swap planned modules for split ones in `model` (meta or real). Returns per-layer host requests.
+
+    Real (non-meta) weights are copied into their homes; meta ones are allocated uninitialised.
+    """
+    host_requests: dict[int, int] = {}
+    tied = None
+    for op in placement.ops:
+        if op.kind == "attention":
+            host_requests[op.layer] = op.host_requests or 0
+            continue
+        if op.kind in ("embed_tokens", "embed_positions"):
+            continue  # after the linears: a tied table is the lm_head's
+        name, mod = find_module(model, op.name)
+        if not isinstance(mod, nn.Linear):
+            raise ValueError(f"planned linear {op.name!r} is a {type(mod).__name__}, not nn.Linear")
+        w, b = mod.weight, mod.bias
+        kw = dict(host_rows=op.host_rows, row_tile=1, tune=tune)
+        split = (SplitLinear.empty(w.shape[0], w.shape[1], bias=b is not None, dtype=w.dtype, **kw)
+                 if w.device.type == "meta" else SplitLinear(w.data, None if b is None else b.data, **kw))
+        _set(model, name, split)
+        if op.kind == "lm_head":
+            tied = split
+    for op in placement.ops:
+        if op.kind not in ("embed_tokens", "embed_positions"):
+            continue
+        name, mod = find_module(model, op.name)
+        _set(model, name, _split_table(mod, op.host_rows or 0, device,
+                                       SplitPositions if op.kind == "embed_positions" else SplitEmbedding))
+    if tied is not None and getattr(model.config, "tie_word_embeddings", False):
+        emb_name = next(n for n, m in model.named_modules() if n.endswith("embed_tokens"))
+        _set(model, emb_name, SplitEmbedding(tied.w_host, tied.w_hbm, owner=tied))
+    _materialise_rest(model, device)
+    return [host_requests.get(i, 0) for i in range(len(host_requests))]
+
+
+def _split_table(mod: nn.Embedding, m_h: int, device: torch.device, cls) -> SplitEmbedding:
+    from dak.host import PinnedBuffer, device_matrix
+    rows, dim = mod.weight.shape
+    host = PinnedBuffer((m_h, dim), mod.weight.dtype)
+    hbm = device_matrix(rows - m_h, dim, mod.weight.dtype, device)
+    if mod.weight.device.type != "meta":
+        host.tensor.copy_(mod.weight.data[:m_h])
+        hbm.copy_(mod.weight.data[m_h:])
+    return cls(host.tensor, hbm, owner=host)
+
+
+def _materialise_rest(model: nn.Module, device: torch.device) -> None:
+    """Move every remaining tensor to `device`; meta ones are allocated and initialised."""
+    for name, mod in list(model.named_modules()):
+        if isinstance(mod, (SplitLinear, SplitEmbedding)):
+            continue
+        if type(mod).__name__.endswith("RotaryEmbedding"):
+            _set(model, name, type(mod)(config=mod.config).to(device))
+            continue
+        own = list(mod.named_parameters(recurse=False)) + list(mod.named_buffers(recurse=False))
+        if any(t.device.type == "meta" for _, t in own):
+            mod.to_empty(device=device, recurse=False)
+            _init_small(mod)
+        elif own:
+            mod._apply(lambda t: t.to(device), recurse=False)
+
+
+def _init_small(mod: nn.Module) -> None:
+    for pname, p in mod.named_parameters(recurse=False):
+        if "norm" in type(mod).__name__.lower():
+            p.data.fill_(1.0 if pname == "weight" else 0.0)
+        elif pname == "bias":
+            p.data.zero_()
+        else:
+            p.data.normal_(0.0, 0.02)
+
+
+@torch.no_grad()
+def fill_random(model: nn.Module, seed: int, std: float = 0.02) -> None:
+    """Seeded normal(0, std) weights for every split module, generated on the device in chunks."""
+    for i, (name, mod) in enumerate(sorted(model.named_modules(), key=lambda t: t[0])):
+        if isinstance(mod, SplitLinear):
+            parts = [mod.w_host, mod.w_hbm]
+        elif isinstance(mod, SplitEmbedding) and mod._owner is not None and not isinstance(mod._owner, SplitLinear):
+            parts = [mod._w_host, mod.w_hbm]
+        else:
+            continue
+        dev = parts[1].device
+        g = torch.Generator(device=dev).manual_seed(seed * 1_000_003 + i)
+        for part in parts:
+            fill_rows(part, lambda r, c: torch.randn(r, c, generator=g, device=dev) * std)
+        if isinstance(mod, SplitLinear) and mod.bias is not None:
+            mod.bias.zero_()
+
+
+def fill_rows(dst: torch.Tensor, make) -> None:
+    """Fill a (rows, cols) host or device matrix chunk by chunk with make(rows, cols) tensors."""
+    if dst.numel() == 0:
+        return
+    rows, cols = dst.shape
+    step = max(1, CHUNK_BYTES // max(1, cols * dst.element_size()))
+    for lo in range(0, rows, step):
+        hi = min(rows, lo + step)
+        dst[lo:hi].copy_(make(hi - lo, cols).to(dst.dtype))

@@ -1,0 +1,172 @@
+"""Generation engine: eager prefill, then one CUDA graph replayed per decode token.
+
+The decode step is static: a (B,) token buffer in, the cache `lengths` advanced by one inside
+the graph, the HF forward with the "dak" attention, the lm_head, and sampling (greedy argmax,
+or Gumbel-max sampling after temperature/top-k/top-p) writing the next tokens back into the
+same buffer. Kernel configs are planned and compiled by an eager warm-up step before capture;
+the warm-up's cache writes sit at position 0, which the prefill overwrites. One graph per
+sampling setting. Without a GPU (Triton interpreter) the same step runs eagerly.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import torch
+
+from dak.runtime.kv import DakKV
+
+
+@dataclass(frozen=True)
+class Sampling:
+    do_sample: bool = False
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+
+    def __post_init__(self):
+        if not (self.temperature > 0 and math.isfinite(self.temperature)):
+            raise ValueError(f"temperature must be a positive number, got {self.temperature}")
+        if isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 0:
+            raise ValueError(f"top_k must be an integer >= 0 (0 = off), got {self.top_k!r}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+
+
+def sample(logits: torch.Tensor, s: Sampling) -> torch.Tensor:
+    """(B, V) fp32 logits -> (B,) int64 next tokens; capturable (no host sync)."""
+    if not s.do_sample:
+        return logits.argmax(-1)
+    logits = logits / s.temperature
+    if s.top_k:
+        kth = logits.topk(min(s.top_k, logits.shape[-1]), dim=-1).values[:, -1:]
+        logits = logits.masked_fill(logits < kth, -math.inf)
+    if s.top_p < 1:
+        srt, idx = logits.sort(dim=-1, descending=True)
+        probs = srt.softmax(-1)
+        drop = probs.cumsum(-1) - probs > s.top_p  # keep the smallest prefix reaching top_p
+        logits = logits.scatter(-1, idx, srt.masked_fill(drop, -math.inf))
+    gumbel = -torch.log(-torch.log(torch.rand_like(logits).clamp_(1e-20, 1.0)))
+    return (logits + gumbel).argmax(-1)
+
+
+@dataclass
+class GenerateResult:
+    tokens: torch.Tensor       # (B, G) generated ids
+    ttft_s: float              # prefill + first token
+    tpot_s: float              # mean time per decode step after the first token
+    steps: int
+
+
+class Engine:
+    """Runs `model` (HF causal LM with dak modules) over `kv` for a static batch."""
+
+    def __init__(self, model, kv: DakKV, graphs: bool | None = None):
+        self.model, self.kv = model, kv
+        self.base = model.base_model
+        self.device = kv.device
+        self.batch = kv.batch
+        self.graphs = (self.device.type == "cuda") if graphs is None else graphs
+        if self.graphs and self.device.type != "cuda":
+            raise ValueError("CUDA graphs need a GPU; pass graphs=False")
+        self.tok = torch.zeros(self.batch, dtype=torch.long, device=self.device)
+        self.logits: torch.Tensor | None = None
+        self._graphs: dict[Sampling, torch.cuda.CUDAGraph] = {}
+
+    def _forward(self, ids: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+        return self.base(input_ids=ids, position_ids=pos, use_cache=False, dak_kv=self.kv).last_hidden_state
+
+    def _step(self, s: Sampling) -> None:
+        self.kv.lengths += 1
+        pos = (self.kv.lengths - 1).long().unsqueeze(1)
+        h = self._forward(self.tok.unsqueeze(1), pos)
+        logits = self.model.lm_head(h)[:, 0].float()
+        if self.logits is None:
+            self.logits = torch.empty_like(logits)
+        self.logits.copy_(logits)
+        self.tok.copy_(sample(logits, s))
+
+    @torch.no_grad()
+    def prepare(self, s: Sampling = Sampling()) -> None:
+        """Plan, compile and (on a GPU) capture the decode step for sampling setting `s`."""
+        if s in self._graphs or not self.graphs:
+            return
+        self.kv.lengths.zero_()
+        main = torch.cuda.current_stream(self.device)
+        side = torch.cuda.Stream(self.device)
+        side.wait_stream(main)
+        with torch.cuda.stream(side):  # warm-up: tunes, compiles, fills workspaces
+            self._step(s)
+            self.kv.lengths.zero_()
+            self._step(s)
+        main.wait_stream(side)
+        self.kv.lengths.zero_()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            self._step(s)
+        torch.cuda.synchronize(self.device)
+        self.kv.lengths.zero_()
+        self._graphs[s] = g
+
+    @torch.no_grad()
+    def prefill(self, ids: torch.Tensor, prompt_lengths: torch.Tensor) -> torch.Tensor:
+        """Right-padded prompts (B, L) -> fp32 logits (B, V) at each prompt's last token."""
+        b, n = ids.shape
+        self.kv.lengths.copy_(prompt_lengths)
+        self.kv.prompt_lengths = prompt_lengths
+        pos = torch.arange(n, device=self.device).expand(b, n)
+        h = self._forward(ids, pos)
+        last = h[torch.arange(b, device=self.device), (prompt_lengths - 1).long()]
+        return self.model.lm_head(last.unsqueeze(1))[:, 0].float()
+
+    @torch.no_grad()
+    def generate(self, ids: torch.Tensor, max_new_tokens: int, prompt_lengths: torch.Tensor | None = None,
+                 sampling: Sampling = Sampling()) -> GenerateResult:
+        """Generate `max_new_tokens` tokens for each of the (B <= batch, L) prompts."""
+        ids, plen, b = self._check(ids, max_new_tokens, prompt_lengths)
+        self.prepare(sampling)
+        out = torch.empty(self.batch, max_new_tokens, dtype=torch.long, device=self.device)
+        self._sync()
+        t0 = time.perf_counter()
+        self.tok.copy_(sample(self.prefill(ids, plen), sampling))
+        out[:, 0] = self.tok
+        self._sync()
+        t1 = time.perf_counter()
+        graph = self._graphs.get(sampling)
+        for t in range(1, max_new_tokens):
+            graph.replay() if graph is not None else self._step(sampling)
+            out[:, t] = self.tok
+        self._sync()
+        t2 = time.perf_counter()
+        steps = max_new_tokens - 1
+        return GenerateResult(out[:b], t1 - t0, (t2 - t1) / steps if steps else 0.0, steps)
+
+    def _sync(self):
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def _check(self, ids, max_new_tokens, prompt_lengths):
+        if not isinstance(ids, torch.Tensor) or ids.dim() != 2 or ids.dtype not in (torch.long, torch.int):
+            raise ValueError("input_ids must be a (batch, prompt_len) integer tensor")
+        b, n = ids.shape
+        if not 0 < b <= self.batch:
+            raise ValueError(f"got {b} prompts; this model was offloaded for batch {self.batch} "
+                             "(pass batch= to dak.offload to change it)")
+        if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be an integer >= 1, got {max_new_tokens!r}")
+        if n + max_new_tokens > self.kv.max_len:
+            raise ValueError(f"prompt_len {n} + max_new_tokens {max_new_tokens} exceeds the cache's max_len "
+                             f"{self.kv.max_len}; pass a larger max_len to dak.offload")
+        plen = torch.full((b,), n, dtype=torch.int32) if prompt_lengths is None else \
+            torch.as_tensor(prompt_lengths, dtype=torch.int32).flatten().cpu()
+        if plen.shape != (b,) or int(plen.min()) < 1 or int(plen.max()) > n:
+            raise ValueError(f"prompt_lengths must be {b} values in [1, {n}]")
+        vocab = self.model.config.vocab_size
+        if int(ids.min()) < 0 or int(ids.max()) >= vocab:
+            raise ValueError(f"token ids must be in [0, {vocab})")
+        if b < self.batch:  # pad the static batch with copies of the first prompt
+            ids = torch.cat([ids, ids[:1].expand(self.batch - b, n)])
+            plen = torch.cat([plen, plen[:1].expand(self.batch - b)])
+        return ids.to(self.device, torch.long), plen.to(self.device), b

@@ -1,0 +1,90 @@
+"""The model's KV state under dak: per-layer split KV caches and the "dak" HF attention function.
+
+The planner may give each layer its own number of host requests; layers with the same count
+share one `SplitKVCache` (layers are looked up by `module.layer_idx`). All caches read one
+`lengths` tensor (tokens cached per request, int32 on the device), which the engine advances
+inside the captured decode step, so every layer sees the same positions.
+
+`dak_attention` has transformers' AttentionInterface signature. It is registered as "dak";
+models run with `config._attn_implementation = "dak"` and get `dak_kv=<DakKV>` through the
+forward's kwargs (HF's own cache is not used: `use_cache=False`). With one query token per
+request it appends the new K/V to the cache and runs split decode attention; with more it is a
+right-padded prefill (torch SDPA on the prompt, K/V written to their homes).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from dak.kv_cache import SplitKVCache
+
+ATTN_NAME = "dak"
+
+
+class DakKV:
+    """Split KV caches for `layers` layers; `host_requests[l]` requests of layer l on the host."""
+
+    def __init__(self, host_requests: list[int], batch: int, max_len: int, kv_heads: int, head_dim: int,
+                 dtype: torch.dtype, device: torch.device, staging: bool = True):
+        if len(host_requests) == 0:
+            raise ValueError("need at least one layer")
+        self.batch, self.max_len, self.device = batch, max_len, device
+        self.where: list[tuple[SplitKVCache, int]] = []
+        self.caches: dict[int, SplitKVCache] = {}
+        groups: dict[int, list[int]] = {}
+        for layer, b_h in enumerate(host_requests):
+            groups.setdefault(int(b_h), []).append(layer)
+        local: dict[int, int] = {}
+        for b_h, layers in groups.items():
+            self.caches[b_h] = SplitKVCache(len(layers), batch, max_len, kv_heads, head_dim, dtype,
+                                            host_requests=b_h, device=device,
+                                            staging_requests=b_h if staging and device.type == "cuda" else 0)
+            for i, layer in enumerate(layers):
+                local[layer] = i
+        self.where = [(self.caches[int(b_h)], local[layer]) for layer, b_h in enumerate(host_requests)]
+        self.lengths = torch.zeros(batch, dtype=torch.int32, device=device)
+        self.prompt_lengths: torch.Tensor | None = None
+
+    @property
+    def host_bytes(self) -> int:
+        return sum(c.host_bytes for c in self.caches.values())
+
+    @property
+    def hbm_bytes(self) -> int:
+        return sum(c.hbm_bytes for c in self.caches.values())
+
+    def prepare(self, q_heads: int, tune: bool) -> None:
+        """Plan and compile decode attention and cache writes (before any graph capture)."""
+        from dak.nn.split_attention import prepare_decode
+        for cache in self.caches.values():
+            prepare_decode(cache, q_heads, self.batch, tune=tune)
+
+    def free(self) -> None:
+        for cache in self.caches.values():
+            cache.free()
+        self.caches, self.where = {}, []
+
+
+def dak_attention(module, query, key, value, attention_mask=None, scaling=None, dropout=0.0,
+                  dak_kv: DakKV | None = None, **kwargs):
+    """AttentionInterface function: returns (attn_output (B, L, Hq, D), None)."""
+    from dak.nn.split_attention import prefill_attention, split_decode_attention
+    if dak_kv is None:
+        raise ValueError("the 'dak' attention needs dak_kv=<DakKV> in the model call; run the model "
+                         "through dak.runtime.Engine")
+    if dropout:
+        raise ValueError("dak attention is inference-only; dropout must be 0")
+    cache, layer = dak_kv.where[module.layer_idx]
+    if query.shape[2] == 1:
+        cache.append(layer, key[:, :, 0], value[:, :, 0], lengths=dak_kv.lengths, validate=False)
+        out = split_decode_attention(query.contiguous(), cache, layer, lengths=dak_kv.lengths, scale=scaling)
+    else:
+        out = prefill_attention(query, key.contiguous(), value.contiguous(), cache, layer,
+                                dak_kv.prompt_lengths, scale=scaling)
+    return out.transpose(1, 2).contiguous(), None
+
+
+def register() -> None:
+    """Register "dak" with transformers' attention interface (idempotent)."""
+    from transformers import AttentionInterface
+    AttentionInterface.register(ATTN_NAME, dak_attention)

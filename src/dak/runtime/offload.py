@@ -1,0 +1,164 @@
+"""`dak.offload`: plan an HF causal LM for one GPU and return it ready to generate.
+
+    model = dak.offload("llama-2-7b", hbm_budget="40GiB", batch=8, max_len=64)   # random weights
+    model = dak.offload("/models/llama-2-7b-hf", hbm_budget="40GiB", batch=8, max_len=64)
+    out = model.generate(input_ids, max_new_tokens=32)
+
+The planner (greedy by default) decides every operator's host share from the hardware profile;
+planned linears become `SplitLinear`, embeddings `SplitEmbedding`, the KV cache a per-layer
+`SplitKVCache`, and attention runs through the "dak" attention function. Decode steps replay a
+CUDA graph (`dak.runtime.engine`). The returned model carries `dak_placement`, `dak_kv`,
+`dak_engine` and `dak_free()`.
+"""
+
+from __future__ import annotations
+
+import os
+import types
+
+import torch
+from torch import nn
+
+from dak.hardware import HardwareProfile, get_profile
+from dak.models.ops import Workload, list_operators, minimum_hbm_set
+from dak.models.spec import ModelSpec, load_config
+from dak.planner import plan
+from dak.runtime.engine import Engine, Sampling
+from dak.runtime.kv import ATTN_NAME, DakKV, register
+from dak.runtime_env import kernel_device
+from dak.units import format_bytes, parse_size
+
+DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16"}
+
+
+def hf_config(cfg: dict):
+    from transformers import AutoConfig
+    cfg = {k: v for k, v in cfg.items() if k not in ("architectures", "transformers_version")}
+    return AutoConfig.for_model(cfg.pop("model_type"), **cfg)
+
+
+def workload_for(batch: int, max_len: int | None, prompt_len: int | None, gen_len: int | None,
+                 dtype: torch.dtype) -> Workload:
+    if max_len is None:
+        if prompt_len is None or gen_len is None:
+            raise ValueError("give max_len, or both prompt_len and gen_len")
+        max_len = prompt_len + gen_len
+    prompt_len = prompt_len if prompt_len is not None else max(1, max_len // 2)
+    gen_len = gen_len if gen_len is not None else max_len - prompt_len
+    if prompt_len + gen_len > max_len or gen_len < 1:
+        raise ValueError(f"prompt_len {prompt_len} + gen_len {gen_len} must fit max_len {max_len} with gen_len >= 1")
+    return Workload("decode", batch, prompt_len, max_len - prompt_len, DTYPES[dtype])
+
+
+def placement_for(spec: ModelSpec, w: Workload, profile: HardwareProfile, hbm_budget, policy: str,
+                  host_ratio: float | None):
+    """The planner's placement, or (host_ratio) the uniform policy moving that share of every operator."""
+    if policy == "prefetch":
+        raise ValueError("policy 'prefetch' is a baseline (dak bench e2e runs it); use 'greedy' or 'uniform'")
+    if host_ratio is None:
+        budget = None if hbm_budget is None else parse_size(hbm_budget)
+        return plan(spec, w, profile, budget, policy)
+    if not 0.0 <= float(host_ratio) <= 1.0:
+        raise ValueError(f"host_ratio must be in [0, 1], got {host_ratio}")
+    ops = list_operators(spec, w)
+    total = sum(op.bytes for op in ops) + minimum_hbm_set(spec, w).total
+    budget = max(1, min(profile.hbm_capacity, int(total - float(host_ratio) * sum(op.bytes for op in ops))))
+    return plan(spec, w, profile, budget, "uniform", ops=ops)
+
+
+def _host_available() -> int | None:
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def check_memory(placement, kv_host_bytes: int, device: torch.device) -> None:
+    """Refuse, before anything is pinned or allocated, a plan this machine cannot hold."""
+    need_host = placement.host_bytes + kv_host_bytes
+    avail = _host_available()
+    if avail is not None and need_host > avail:
+        raise ValueError(f"the plan pins {format_bytes(need_host)} of host memory but only "
+                         f"{format_bytes(avail)} is available; raise hbm_budget or lower batch/max_len")
+    if device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(device)
+        if placement.hbm_bytes > free:
+            raise ValueError(f"the plan keeps {format_bytes(placement.hbm_bytes)} in HBM but only "
+                             f"{format_bytes(free)} is free on {torch.cuda.get_device_name(device)}; "
+                             "lower hbm_budget")
+
+
+def offload(model: str | nn.Module, *, hbm_budget=None, hardware: str | HardwareProfile = "h200-pcie",
+            batch: int = 1, max_len: int | None = None, prompt_len: int | None = None,
+            gen_len: int | None = None, policy: str = "greedy", host_ratio: float | None = None,
+            dtype: torch.dtype = torch.bfloat16, seed: int = 0, tune: bool = True,
+            graphs: bool | None = None) -> nn.Module:
+    """Offload `model` (built-in name, local checkpoint folder, or an HF model) for one GPU."""
+    from dak.runtime.build import fill_random, place, skeleton
+    from dak.runtime.checkpoint import load_checkpoint
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be torch.bfloat16 or torch.float16, got {dtype}")
+    profile = hardware if isinstance(hardware, HardwareProfile) else get_profile(hardware)
+    if isinstance(model, nn.Module):
+        name, cfg, folder = type(model).__name__, model.config.to_dict(), None
+    elif isinstance(model, str):
+        name, cfg = load_config(model)
+        folder = model if os.path.isdir(model) else None
+    else:
+        raise ValueError(f"model must be a built-in name, a local folder or an HF model, got {type(model).__name__}")
+    spec = ModelSpec.from_config(cfg, name=name)
+    from dak.kernels.attention_config import HEAD_DIMS
+    if spec.head_dim not in HEAD_DIMS:
+        raise ValueError(f"{name}: head_dim {spec.head_dim} is not supported by dak's split attention "
+                         f"(supported: {HEAD_DIMS})")
+    w = workload_for(batch, max_len, prompt_len, gen_len, dtype)
+    placement = placement_for(spec, w, profile, hbm_budget, policy, host_ratio)
+    if not placement.feasible:
+        raise ValueError(f"no feasible placement: {placement.note}")
+    device = kernel_device()
+    host_req = [op.host_requests or 0 for op in placement.ops if op.kind == "attention"]
+    per_request = spec.kv_elements_per_token() * (w.prompt_len + w.gen_len) * torch.empty((), dtype=dtype).element_size()
+    check_memory(placement, sum(host_req) * per_request, device)
+    given = isinstance(model, nn.Module)
+    model = model.to(dtype) if given else skeleton(hf_config(cfg), dtype)
+    host_requests = place(model, placement, device, tune)
+    if folder is not None:
+        load_checkpoint(model, folder)
+    elif not given:
+        fill_random(model, seed)
+    model.eval()
+    register()
+    model.config._attn_implementation = ATTN_NAME
+    kv = DakKV(host_requests, batch, w.prompt_len + w.gen_len, spec.num_kv_heads, spec.head_dim, dtype, device)
+    kv.prepare(spec.num_heads, tune and device.type == "cuda")
+    engine = Engine(model, kv, graphs)
+    model.dak_placement, model.dak_kv, model.dak_engine = placement, kv, engine
+    model.generate = types.MethodType(_generate, model)
+    model.dak_free = types.MethodType(_free, model)
+    return model
+
+
+def _generate(self, input_ids: torch.Tensor, max_new_tokens: int = 32, do_sample: bool = False,
+              temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0, prompt_lengths=None, **unused):
+    """HF-style generate: returns (B, L + max_new_tokens) ids (prompt followed by new tokens)."""
+    if unused:
+        raise ValueError(f"dak's generate does not support {sorted(unused)}; it takes max_new_tokens, "
+                         "do_sample, temperature, top_k, top_p, prompt_lengths")
+    res = self.dak_engine.generate(input_ids, max_new_tokens, prompt_lengths,
+                                   Sampling(do_sample, temperature, top_k, top_p))
+    self.dak_last = res
+    return torch.cat([input_ids.to(res.tokens.device), res.tokens], dim=1)
+
+
+def _free(self) -> None:
+    """Release the pinned host memory and HBM this model holds (it is unusable afterwards)."""
+    self.dak_kv.free()
+    for mod in self.modules():
+        host = getattr(mod, "_host", None)
+        if host is not None and hasattr(host, "free"):
+            host.free()
+    self.dak_engine._graphs.clear()
