@@ -25,6 +25,7 @@ TMA_ALIGN = 16
 # 'register': cudaHostRegister of an ordinary CPU allocation.
 PIN_METHOD = os.environ.get("DAK_PIN_METHOD", "alloc")
 _CUDA_HOST_REGISTER_PORTABLE = 1
+_LIVE = [0]  # pinned bytes currently held (see pinned_bytes)
 _CUDA_HOST_REGISTER_MAPPED = 2
 
 
@@ -52,8 +53,11 @@ def _host_alloc(nbytes: int):
         raise RuntimeError(f"cudaHostAlloc of {nbytes} bytes failed with CUDA error {int(err)}; "
                            "the host may be out of lockable memory")
 
+    _LIVE[0] += nbytes
+
     class _PinnedBytes(ctypes.c_uint8 * nbytes):
-        def __del__(self, _ptr=ptr, _rt=rt):
+        def __del__(self, _ptr=ptr, _rt=rt, _n=nbytes, _live=_LIVE):
+            _live[0] -= _n
             try:
                 _rt.cudaFreeHost(_ptr)
             except Exception:  # interpreter shutdown
@@ -62,8 +66,14 @@ def _host_alloc(nbytes: int):
     return torch.frombuffer(_PinnedBytes.from_address(ptr), dtype=torch.uint8)
 
 
-def _unregister(ptr: int, tensor: torch.Tensor) -> None:
+def pinned_bytes() -> int:
+    """Bytes of pinned host memory that dak's buffers hold right now (for leak checks)."""
+    return _LIVE[0]
+
+
+def _unregister(ptr: int, tensor: torch.Tensor, nbytes: int = 0) -> None:
     # `tensor` is held here so the memory outlives its registration.
+    _LIVE[0] -= nbytes
     try:
         torch.cuda.cudart().cudaHostUnregister(ptr)
     except Exception:  # interpreter shutdown: the process is going away anyway
@@ -116,7 +126,8 @@ class PinnedBuffer:
                 "the host may be out of lockable memory (check `ulimit -l` and free RAM)"
             )
         self.pinned, self.method = True, "cudaHostRegister"
-        self._finalizer = weakref.finalize(self, _unregister, ptr, self._storage)
+        _LIVE[0] += self.nbytes
+        self._finalizer = weakref.finalize(self, _unregister, ptr, self._storage, self.nbytes)
 
     @classmethod
     def from_tensor(cls, src: torch.Tensor) -> "PinnedBuffer":

@@ -10,9 +10,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import calibrate, info, plan
+from . import calibrate, generate, info, plan
 
-SUBCOMMANDS = (plan, calibrate, info)
+SUBCOMMANDS = (plan, generate, calibrate, info)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -38,6 +38,12 @@ class SplitEmbedding(nn.Module):
         self.host_view = _device_view(w_host, w_hbm.device)
         self.register_buffer("w_hbm", w_hbm, persistent=False)
 
+    def release(self) -> None:
+        """Drop this table's references to its pinned rows (see dak_free)."""
+        self._w_host = self.host_view = None
+        self.__dict__["_owner"] = None
+        self.w_hbm = None
+
     @property
     def weight(self) -> torch.Tensor:
         """The whole table gathered on the device (a copy; for checks, not the hot path)."""

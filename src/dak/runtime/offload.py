@@ -155,10 +155,16 @@ def _generate(self, input_ids: torch.Tensor, max_new_tokens: int = 32, do_sample
 
 
 def _free(self) -> None:
-    """Release the pinned host memory and HBM this model holds (it is unusable afterwards)."""
+    """Release the pinned host memory and HBM this model holds (it is unusable afterwards).
+
+    Pinned memory is returned once the buffers' last views are gone; HBM once the caller drops
+    the model (shared staging and split-K workspaces stay for the next model)."""
+    from dak.runtime.embedding import SplitEmbedding
+    self.dak_engine._graphs.clear()
     self.dak_kv.free()
     for mod in self.modules():
         host = getattr(mod, "_host", None)
         if host is not None and hasattr(host, "free"):
             host.free()
-    self.dak_engine._graphs.clear()
+        if isinstance(mod, SplitEmbedding):
+            mod.release()

@@ -1,0 +1,114 @@
+"""``dak generate``: offload a model, generate, and report TTFT, TPOT and effective bandwidth.
+
+    dak generate --model llama-2-70b --hbm-budget 100GiB --batch 8 --prompt-len 32 --gen-len 32
+
+Built-in names get seeded random weights (built straight into their placement); a local folder
+with config.json + *.safetensors is loaded from disk (and `--prompt` text is tokenized with the
+folder's tokenizer when it has one). Without a GPU it runs a tiny built-in model through the
+same code path with Triton's CPU interpreter, and says so.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ..units import format_bandwidth, format_bytes, format_time, parse_ratio
+from .plan import _int
+
+CPU_MODEL = "tiny-llama"
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("generate", help="offload a model and generate; prints TTFT, TPOT, tokens/s, EB")
+    p.add_argument("--model", required=True, help="built-in name (see `dak models`) or a local checkpoint folder")
+    p.add_argument("--hbm-budget", default=None, help="HBM the plan may use, e.g. 40GiB (default: the profile's capacity)")
+    p.add_argument("--host-ratio", default=None, help="instead of a budget: move this share of every operator "
+                                                      "to the host (uniform), e.g. 0.3 or 30%%")
+    p.add_argument("--batch", default="8", help="requests B (default 8)")
+    p.add_argument("--prompt-len", default="32", help="prompt tokens L (default 32)")
+    p.add_argument("--gen-len", default="32", help="new tokens G (default 32)")
+    p.add_argument("--policy", default="greedy", help="greedy | uniform (default greedy)")
+    p.add_argument("--hardware", default="h200-pcie", help="preset name or profile .json (default h200-pcie)")
+    p.add_argument("--dtype", default="bf16", help="bf16 | fp16 (default bf16)")
+    p.add_argument("--seed", default="0", help="seed of the random weights and prompts (default 0)")
+    p.add_argument("--prompt", default=None, help="prompt text (needs a checkpoint folder with a tokenizer)")
+    p.add_argument("--sample", action="store_true", help="sample (temperature 1) instead of greedy decoding")
+    p.add_argument("--tune", action="store_true", help="sweep kernel configs per shape before first use (slow once, cached)")
+    p.add_argument("--no-graphs", action="store_true", help="decode eagerly instead of replaying a CUDA graph")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    import torch
+    gpu = torch.cuda.is_available()
+    model_name = args.model
+    if not gpu:
+        os.environ["TRITON_INTERPRET"] = "1"
+        if not (os.path.isdir(model_name) or model_name.startswith("tiny-")):
+            print(f"dak: no CUDA GPU here: running {CPU_MODEL} instead of {model_name} through the same "
+                  "code path, with Triton's CPU interpreter (slow; numbers are not performance)")
+            model_name = CPU_MODEL
+        else:
+            print("dak: no CUDA GPU here: Triton kernels run in the CPU interpreter (slow)")
+    import dak
+    from dak.runtime.engine import Sampling
+    dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16}
+    if args.dtype not in dtypes:
+        raise ValueError(f"--dtype must be bf16 or fp16, got {args.dtype!r}")
+    batch, plen, glen = _int("--batch", args.batch), _int("--prompt-len", args.prompt_len), _int("--gen-len", args.gen_len)
+    seed = _int("--seed", args.seed)
+    ratio = None if args.host_ratio is None else parse_ratio(args.host_ratio)
+    ids = _prompt_ids(args.prompt, model_name, batch, plen, seed)
+    plen = ids.shape[1]
+    model = dak.offload(model_name, hbm_budget=args.hbm_budget, hardware=args.hardware, batch=batch,
+                        prompt_len=plen, gen_len=glen, policy=args.policy, host_ratio=ratio,
+                        dtype=dtypes[args.dtype], seed=seed, tune=args.tune and gpu,
+                        graphs=False if args.no_graphs else None)
+    try:
+        out = model.generate(ids, max_new_tokens=glen, do_sample=args.sample)
+        print(report(model.dak_placement, model.dak_last, batch, model.dak_engine.graphs))
+        if args.prompt is not None:
+            tok = _tokenizer(model_name)
+            print("output:", tok.decode(out[0].tolist(), skip_special_tokens=True))
+    finally:
+        model.dak_free()
+    return 0
+
+
+def report(pl, res, batch: int, graphs: bool) -> str:
+    weights = sum(o.traffic for o in pl.ops if o.kind != "attention")
+    eb = weights / res.tpot_s if res.tpot_s else 0.0
+    eb_kv = pl.total_traffic / res.tpot_s if res.tpot_s else 0.0
+    pred = pl.step_time_s
+    lines = [
+        f"placement: {pl.policy} on {pl.profile}: host {format_bytes(pl.host_bytes)} "
+        f"({100 * pl.offload_ratio:.1f}% of operator bytes), HBM {format_bytes(pl.hbm_bytes)}, "
+        f"{sum(1 for o in pl.ops if o.host_bytes)} of {len(pl.ops)} operators split",
+        f"TTFT {format_time(res.ttft_s)}   TPOT {format_time(res.tpot_s)} "
+        f"({'CUDA graph' if graphs else 'eager'}, {res.steps} steps)   "
+        f"{batch / res.tpot_s if res.tpot_s else 0:.1f} tokens/s",
+        f"effective bandwidth {format_bandwidth(eb)} (weights / TPOT), {format_bandwidth(eb_kv)} with KV",
+        f"predicted TPOT {format_time(pred)} (planner), measured/predicted {res.tpot_s / pred if pred else 0:.2f}",
+    ]
+    return "\n".join(lines)
+
+
+def _tokenizer(model_name: str):
+    if not os.path.isdir(model_name):
+        raise ValueError("--prompt needs a local checkpoint folder with a tokenizer; built-in names have none")
+    from transformers import AutoTokenizer
+    try:
+        return AutoTokenizer.from_pretrained(model_name, local_files_only=True)
+    except (OSError, ValueError) as e:
+        raise ValueError(f"no usable tokenizer in {model_name!r}: {e}") from None
+
+
+def _prompt_ids(prompt, model_name: str, batch: int, plen: int, seed: int):
+    import torch
+    if prompt is not None:
+        ids = _tokenizer(model_name)(prompt, return_tensors="pt").input_ids
+        return ids.expand(batch, -1).contiguous()
+    from dak.models.spec import load_spec
+    vocab = load_spec(model_name).vocab_size
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(0, vocab, (batch, plen), generator=g)

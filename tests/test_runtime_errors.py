@@ -1,0 +1,91 @@
+"""dak.offload and generate refuse bad input with clear errors, before pinning anything (CPU)."""
+
+import os
+
+import pytest
+import torch
+
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import dak  # noqa: E402
+from dak.cli.main import main  # noqa: E402
+from dak.hardware import get_profile  # noqa: E402
+from dak.host import pinned_bytes  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    model = dak.offload("tiny-mistral", batch=2, max_len=12, host_ratio=0.5, dtype=torch.float16, tune=False)
+    yield model
+    model.dak_free()
+
+
+def test_budget_below_the_minimum_hbm_set():
+    with pytest.raises(ValueError, match="minimum HBM-resident set"):
+        dak.offload("llama-2-7b", hbm_budget="1MiB", batch=8, max_len=64)
+
+
+def test_host_ram_too_small_is_refused_before_pinning():
+    small = get_profile("h200-pcie")
+    from dataclasses import replace
+    small = replace(small, host_ram=1 << 30)
+    before = pinned_bytes()
+    with pytest.raises(ValueError, match="host"):
+        dak.offload("llama-2-70b", hbm_budget="40GiB", hardware=small, batch=8, max_len=64)
+    assert pinned_bytes() == before
+
+
+def test_unsupported_architecture(tmp_path):
+    (tmp_path / "config.json").write_text('{"model_type": "gpt2", "n_embd": 64}')
+    with pytest.raises(ValueError, match="unsupported model_type"):
+        dak.offload(str(tmp_path), batch=1, max_len=8)
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="host_ratio"):
+        dak.offload("tiny-llama", batch=1, max_len=8, host_ratio=1.5)
+    with pytest.raises(ValueError, match="dtype"):
+        dak.offload("tiny-llama", batch=1, max_len=8, dtype=torch.float32)
+    with pytest.raises(ValueError, match="prefetch"):
+        dak.offload("tiny-llama", batch=1, max_len=8, policy="prefetch")
+    with pytest.raises(ValueError, match="max_len"):
+        dak.offload("tiny-llama", batch=1)
+    with pytest.raises(ValueError, match="batch"):
+        dak.offload("tiny-llama", batch=0, max_len=8)
+    with pytest.raises(ValueError, match="built-in name"):
+        dak.offload(42, batch=1, max_len=8)
+
+
+def test_generate_beyond_the_cache(tiny):
+    ids = torch.randint(0, 100, (3, 4))
+    with pytest.raises(ValueError, match="batch 2"):
+        tiny.generate(ids, max_new_tokens=2)
+    with pytest.raises(ValueError, match="max_len"):
+        tiny.generate(ids[:2], max_new_tokens=9)
+    with pytest.raises(ValueError, match="token ids"):
+        tiny.generate(torch.full((2, 4), 10**6), max_new_tokens=1)
+    with pytest.raises(ValueError, match="prompt_lengths"):
+        tiny.generate(ids[:2], max_new_tokens=1, prompt_lengths=[0, 4])
+    with pytest.raises(ValueError, match="does not support"):
+        tiny.generate(ids[:2], max_new_tokens=1, num_beams=4)
+    with pytest.raises(ValueError, match="temperature"):
+        tiny.generate(ids[:2], max_new_tokens=1, do_sample=True, temperature=0)
+
+
+def test_fewer_prompts_and_sampling(tiny):
+    ids = torch.randint(0, 100, (1, 4))
+    out = tiny.generate(ids, max_new_tokens=3, do_sample=True, top_k=5, top_p=0.9)
+    assert out.shape == (1, 7) and torch.equal(out[:, :4], ids.to(out.device))
+    assert int(out.max()) < tiny.config.vocab_size
+
+
+def test_cli_generate_runs_and_rejects_bad_input(capsys):
+    assert main(["generate", "--model", "tiny-llama", "--batch", "1", "--prompt-len", "3", "--gen-len", "2",
+                 "--host-ratio", "50%"]) == 0
+    out = capsys.readouterr().out
+    assert "TPOT" in out and "predicted TPOT" in out and "effective bandwidth" in out
+    for argv, msg in ((["--host-ratio", "2"], "ratio"), (["--dtype", "fp32"], "dtype"),
+                      (["--batch", "x"], "--batch"), (["--prompt", "hi"], "tokenizer")):
+        assert main(["generate", "--model", "tiny-llama", "--gen-len", "1"] + argv) == 2
+        assert msg in capsys.readouterr().err

@@ -1,0 +1,77 @@
+"""GPU end to end (H200): dak.offload with CUDA graphs against HF eager, long decodes, memory."""
+
+import gc
+
+import pytest
+import torch
+
+import dak
+from dak.host import pinned_bytes
+from dak.runtime.engine import Engine, Sampling
+from test_runtime import PROMPT, _check_tokens, _hf_model
+
+pytestmark = pytest.mark.gpu
+FAMILIES = ["tiny-llama", "tiny-opt", "tiny-qwen2", "tiny-mistral"]
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory):
+    out = {}
+    for fam in FAMILIES:
+        hf = _hf_model(fam)
+        path = tmp_path_factory.mktemp(fam)
+        hf.save_pretrained(path)
+        out[fam] = (hf.cuda(), str(path))
+    return out
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("ratio", [0.0, 0.3, 1.0])
+def test_graphed_greedy_matches_hf_eager(checkpoints, family, ratio):
+    hf, path = checkpoints[family]
+    steps = 32
+    model = dak.offload(path, batch=2, max_len=PROMPT + steps, host_ratio=ratio, dtype=torch.float16, tune=False)
+    assert model.dak_engine.graphs
+    ids = torch.randint(3, hf.config.vocab_size, (2, PROMPT), device="cuda")
+    seq = model.generate(ids, max_new_tokens=steps)
+    exact = _check_tokens(hf, seq, steps)
+    assert exact >= 2 * steps - 1
+    model.dak_free()
+
+
+def test_2000_graph_steps_equal_eager(checkpoints):
+    _, path = checkpoints["tiny-llama"]
+    model = dak.offload(path, batch=3, max_len=2010, host_ratio=0.4, dtype=torch.bfloat16, tune=False)
+    ids = torch.randint(3, model.config.vocab_size, (3, 5), device="cuda")
+    graphed = model.dak_engine.generate(ids, 2000).tokens.clone()
+    eager = Engine(model, model.dak_kv, graphs=False).generate(ids, 2000).tokens
+    assert torch.equal(graphed, eager), f"first difference at {(graphed != eager).nonzero()[:1].tolist()}"
+    sampled = model.dak_engine.generate(ids, 50, sampling=Sampling(True, 0.8, 20, 0.95)).tokens
+    assert sampled.shape == (3, 50) and int(sampled.max()) < model.config.vocab_size
+    model.dak_free()
+
+
+def test_offload_free_cycles_return_memory():
+    def cycle():
+        model = dak.offload("tiny-qwen2", batch=4, max_len=40, host_ratio=0.5, dtype=torch.bfloat16, tune=False)
+        model.generate(torch.randint(0, 900, (4, 8), device="cuda"), max_new_tokens=8)
+        model.dak_free()
+        del model
+        gc.collect()
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+        return pinned_bytes(), torch.cuda.memory_allocated()
+
+    first = cycle()  # warms shared staging/workspaces
+    for _ in range(3):
+        assert cycle() == first
+
+
+def test_random_weights_are_seeded():
+    outs = []
+    for seed in (1, 1, 2):
+        model = dak.offload("tiny-llama", batch=2, max_len=20, host_ratio=0.3, seed=seed, tune=False)
+        ids = torch.arange(10, device="cuda").view(2, 5)
+        outs.append(model.generate(ids, max_new_tokens=8).cpu())
+        model.dak_free()
+    assert torch.equal(outs[0], outs[1]) and not torch.equal(outs[0], outs[2])
