@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
+from dak.kernels.streams import side_stream
 from dak.runtime.kv import DakKV
 
 
@@ -95,7 +96,7 @@ class Engine:
             return
         self.kv.lengths.zero_()
         main = torch.cuda.current_stream(self.device)
-        side = torch.cuda.Stream(self.device)
+        side = side_stream(self.device, "warmup")  # one per device: cuBLAS keeps a workspace per stream
         side.wait_stream(main)
         with torch.cuda.stream(side):  # warm-up: tunes, compiles, fills workspaces
             self._step(s)
