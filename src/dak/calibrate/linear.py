@@ -105,8 +105,7 @@ def seed_tuning_cache(mod, n: int, m_h: int, cfg) -> None:
     from dak.kernels import tuning
     key = tuning.tune_key(mod._gpu, mod.dtype, n, m_h, mod.out_features - m_h, mod.in_features,
                           mod.bias is not None)
-    tuning._MEMORY[key] = cfg
-    tuning._save_disk(key, cfg)
+    tuning.store(key, cfg)
 
 
 def measure_curve(shape: LinearShape, points, window_grid=(), progress=None) -> list[PointResult]:

@@ -157,5 +157,22 @@ def get_or_tune(key: str, run: Callable[[KernelConfig], object], n: int, m_h: in
         _save_disk(key, cfg)
     else:
         cfg = heuristic_config(n, m_h, m_g, k, sms, tma_ok)
+        win = measured_window(key)
+        if win is not None and cfg.ce_share < 1:  # calibrated congestion window for in-place reads
+            cfg = finalize(replace(cfg, host_programs=win.host_programs, num_stages=win.num_stages),
+                           m_h, m_g, sms)
     _MEMORY[key] = cfg
     return cfg
+
+
+def measured_window(key: str):
+    """The congestion window `dak calibrate` measured for this key in $DAK_PROFILE, if any."""
+    from dak.measured import active_profile, window_for
+    gpu, _, shape = key.partition("|")
+    return window_for(active_profile(), gpu, shape)
+
+
+def store(key: str, cfg: KernelConfig) -> None:
+    """Record `cfg` as the tuned config for `key` (memory and disk cache), e.g. from calibration."""
+    _MEMORY[key] = cfg
+    _save_disk(key, cfg)
