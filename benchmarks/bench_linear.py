@@ -7,6 +7,9 @@ the copy engine, see dak.kernels.split_linear_ce), torch (all in HBM, cuBLAS), p
 pinned memory by cuBLAS). The bound is max((1-x) C / B_g, x C / B_h) with B_g = torch's
 effective bandwidth on the same shape and N, and B_h = copy-engine H2D bandwidth, both
 measured in this run. Writes JSON (with GPU name, git sha, command) and prints a table.
+Tuned configs are read from and written to the tuning cache ($DAK_CACHE_DIR/split_linear.json;
+`config_from_cache` in each row says which): point DAK_CACHE_DIR at an empty folder for fresh
+sweeps, or at a cache from an earlier run on the same GPU to skip them.
 
     PYTHONPATH=src python benchmarks/bench_linear.py --out benchmarks/results/linear-h200.json
 
@@ -37,6 +40,7 @@ from dak.kernels.split_linear_ce import ce_rows, split_linear_ce, staging_buffer
 from dak.kernels.split_linear_route import run_split_linear  # noqa: E402
 from linear_large_n import GRIDS, bench_large_n  # noqa: E402
 from dak.kernels.config import heuristic_config  # noqa: E402
+from dak.kernels import tuning  # noqa: E402
 from dak.kernels.tuning import sweep  # noqa: E402
 from dak.nn.split_linear import host_rows_for  # noqa: E402
 
@@ -46,6 +50,18 @@ SHAPES = {  # (M out_features, K in_features)
     "llama3-70b.qo": (8192, 8192), "llama3-70b.up": (28672, 8192), "llama3-70b.down": (8192, 28672),
 }
 L2_BYTES = 60 << 20
+
+
+def tuned(dtype, n, m_h, m_g, k, sms, tma_ok, run):
+    """(config, sweep trials, from_cache): the config cached in $DAK_CACHE_DIR for this launch
+    shape (e.g. carried over from an earlier run on this GPU), else a fresh sweep, then cached."""
+    key = tuning.tune_key(torch.cuda.get_device_name(), dtype, n, m_h, m_g, k, False)
+    hit = tuning.cached(key)
+    if hit is not None:
+        return hit, [], True
+    cfg, trials = sweep(run, n, m_h, m_g, k, sms, tma_ok)
+    tuning.store(key, cfg)
+    return cfg, trials, False
 
 
 def bench_shape(name, m, k, tokens, ratios, b_h, dtype, tune, row_tile, rows_out):
@@ -65,8 +81,8 @@ def bench_shape(name, m, k, tokens, ratios, b_h, dtype, tune, row_tile, rows_out
         t_uva = graph_time_ms([lambda: uva(x)])
         # dak's own kernel on an all-HBM weight: how close its HBM path is to cuBLAS
         out0 = torch.empty(n, m, device="cuda", dtype=dtype)
-        cfg0, _ = sweep(lambda cf: split_linear_ce(x, pinned.tensor[:0], w_gpu[0], None, cf, None, sms,
-                                                   out=out0), n, 0, m, k, sms, True)
+        cfg0, _, _ = tuned(dtype, n, 0, m, k, sms, True,
+                           lambda cf: split_linear_ce(x, pinned.tensor[:0], w_gpu[0], None, cf, None, sms, out=out0))
         t_kernel_hbm = graph_time_ms([lambda w=w: split_linear_ce(x, pinned.tensor[:0], w, None, cfg0, None,
                                                                   sms, out=out0) for w in w_gpu])
         print(f"{name:16s} N={n:4d} all-HBM: torch {t_torch*1e3:.1f}us, dak kernel {t_kernel_hbm*1e3:.1f}us",
@@ -78,7 +94,7 @@ def bench_shape(name, m, k, tokens, ratios, b_h, dtype, tune, row_tile, rows_out
             wh = pinned.tensor[:m_h]
             parts = [(wh, w[m_h:]) for w in w_gpu]
             out = torch.empty(n, m, device="cuda", dtype=dtype)
-            trials = []
+            trials, from_cache = [], False
             if m_h == 0:
                 t_dak, cfg = t_torch, None  # SplitLinear with no host rows calls torch's matmul
             else:
@@ -88,7 +104,7 @@ def bench_shape(name, m, k, tokens, ratios, b_h, dtype, tune, row_tile, rows_out
                 def run(cf, p=parts[0]):
                     return run_split_linear(x, *p, None, cf, sms, stage, out=out)
                 if tune:
-                    cfg, trials = sweep(run, n, m_h, m - m_h, k, sms, tma_ok)
+                    cfg, trials, from_cache = tuned(dtype, n, m_h, m - m_h, k, sms, tma_ok, run)
                 else:
                     cfg = heuristic_config(n, m_h, m - m_h, k, sms, tma_ok)
                 t_dak = graph_time_ms([lambda p=p: run(cfg, p) for p in parts])
@@ -106,6 +122,7 @@ def bench_shape(name, m, k, tokens, ratios, b_h, dtype, tune, row_tile, rows_out
                 "config": cfg.to_dict() if cfg else "torch",
                 "ce_rows": ce_rows(cfg, m_h) if cfg and cfg.host_kernel != "cuda_multicast" else 0,
                 "sweep": sorted(trials, key=lambda t: t[1])[:6] if m_h else [],
+                "config_from_cache": from_cache,
             }
             rows_out.append(row)
             print(f"{name:16s} N={n:4d} x={100*xr:6.2f}% dak {t_dak*1e3:9.1f}us bound {bound*1e3:9.1f}us "
