@@ -69,12 +69,13 @@ def test_fits_time_is_hbm_roofline():
 
 
 def test_heavy_offload_is_host_link_bound():
-    """When every op is past its peak, greedy TPOT = host traffic / B_h (plus nothing on HBM side)."""
+    """When every op is past its peak, greedy TPOT = host traffic / B_h (plus nothing on HBM side),
+    with B_h the faster host reader (here the copy engine, 55 GB/s)."""
     spec, w = load_spec("llama-2-70b"), Workload("decode", 8, 512, 128)
     pl = plan(spec, w, H200, 40 * GIB)
     host_traffic = sum(p.traffic * p.ratio for p in pl.ops)
-    assert all(p.ratio >= 51.3 / (51.3 + 3700) - 1e-9 for p in pl.ops if p.kind != "embed_tokens")
-    assert pl.step_time_s == pytest.approx(host_traffic / 51.3e9, rel=1e-3)
+    assert all(p.ratio >= 55 / (55 + 3700) - 1e-9 for p in pl.ops if p.kind != "embed_tokens")
+    assert pl.step_time_s == pytest.approx(host_traffic / 55e9, rel=1e-3)
     # attention (traffic/bytes < 1) and the embedding (gather only) are moved first
     assert all(p.ratio == 1.0 for p in pl.ops if p.kind in ("attention", "embed_tokens"))
 

@@ -122,7 +122,8 @@ def test_measured_curve_changes_the_plan():
     """A shape whose measured host reads run at half the roofline's B_h gets less host share."""
     spec, w = load_spec("llama-2-7b"), Workload("decode", 8, 512, 128)
     ops = list_operators(spec, w)
-    half = dataclasses.replace(H200, host_bandwidth_sm=H200.host_bandwidth_sm / 2)
+    half = dataclasses.replace(H200, host_bandwidth_sm=H200.host_bandwidth_sm / 2,
+                               host_bandwidth_ce=H200.host_bandwidth_ce / 2)
     gate = [o for o in ops if o.kind == "gate_proj"][:1]
     curves = [c for c in _sampled_roofline(ops, H200, 101) if c.key != op_key(gate[0])]
     curves += _sampled_roofline(gate, half, 101)

@@ -23,7 +23,7 @@ def _lp_optimum(ops, R, prof):
     A, b = [], []
     for i, op in enumerate(ops):
         dg = op.traffic / prof.hbm_bandwidth * 1e6
-        dh = op.traffic / prof.host_bandwidth_sm * 1e6
+        dh = op.traffic / prof.split_host_bandwidth * 1e6
         row = np.zeros(2 * n); row[i] = -dg; row[n + i] = -1.0
         A.append(row); b.append(-dg)
         row = np.zeros(2 * n); row[i] = dh; row[n + i] = -1.0

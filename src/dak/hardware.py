@@ -47,6 +47,12 @@ class HardwareProfile:
     windows: tuple[Window, ...] = ()
     link: tuple[LinkSample, ...] = ()
 
+    @property
+    def split_host_bandwidth(self) -> float:
+        """B_h of a split operator's host rows: dak moves them with whichever reader is faster
+        for link-bound shares (SM loads in place, or the copy engine into pipelined chunks)."""
+        return max(self.host_bandwidth_sm, self.host_bandwidth_ce)
+
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
             raise ValueError("hardware profile field 'name' must be a non-empty string")

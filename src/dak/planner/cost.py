@@ -2,8 +2,9 @@
 
 An operator with resident bytes C, per-step traffic D and FLOPs W keeps a
 fraction x of its bytes (and traffic) in pinned host memory.  The HBM part is
-read at B_g = ``hbm_bandwidth`` and the host part concurrently by SM zero-copy
-loads at B_h = ``host_bandwidth_sm``; compute runs at F = ``flops``:
+read at B_g = ``hbm_bandwidth`` and the host part concurrently at B_h =
+``split_host_bandwidth`` (the faster of SM zero-copy loads and the copy engine, which dak's
+kernels choose between per shape); compute runs at F = ``flops``:
 
     T(x)  = max(T_comp, (1-x)*D/B_g, x*D/B_h),   T_comp = W/F       [seconds]
     EB(x) = D / T(x)                                                [bytes/s]
@@ -53,7 +54,7 @@ def roofline_time(op, x: float, profile: HardwareProfile) -> float:
     """Roofline T(x) in seconds for an op (anything with .traffic and .flops), host fraction x."""
     return max(op.flops / profile.flops,
                (1.0 - x) * op.traffic / profile.hbm_bandwidth,
-               x * op.traffic / profile.host_bandwidth_sm)
+               x * op.traffic / profile.split_host_bandwidth)
 
 
 def effective_bandwidth(op, x: float, profile: HardwareProfile) -> float:
@@ -68,7 +69,7 @@ def peak_ratio(op, profile: HardwareProfile) -> float:
     if curve is not None:  # the first lowest point of the envelope
         hull = envelope(curve)
         return min(hull, key=lambda p: (p[1], p[0]))[0]
-    bg, bh = profile.hbm_bandwidth, profile.host_bandwidth_sm
+    bg, bh = profile.hbm_bandwidth, profile.split_host_bandwidth
     tc = op.flops / profile.flops
     if op.traffic <= 0:
         return 0.0
@@ -87,7 +88,7 @@ def segments(op, index: int, profile: HardwareProfile) -> list[Segment]:
         return [Segment(index, a, n, s) for a, n, s in curve_pieces(curve, C)]
     if D <= 0:
         return [Segment(index, 0.0, C, 0.0)]
-    bg, bh = profile.hbm_bandwidth, profile.host_bandwidth_sm
+    bg, bh = profile.hbm_bandwidth, profile.split_host_bandwidth
     tc = op.flops / profile.flops
     down, up = -(D / C) / bg, (D / C) / bh
     if tc <= D / (bg + bh):                    # memory-bound: V shape
