@@ -2,37 +2,12 @@
 
 from __future__ import annotations
 
-import json
-import os
 import statistics
-import subprocess
-import sys
-import time
-from pathlib import Path
+
 import torch
 
+from dak.bench.meta import git_sha, metadata, write_json  # noqa: F401  (re-exported)
 from dak.kernels.timing import event_ms, graph_time_ms  # noqa: F401  (re-exported)
-
-
-def git_sha() -> str:
-    """HEAD's short sha; $DAK_GIT_SHA where the tree was copied without .git (device runs)."""
-    if os.environ.get("DAK_GIT_SHA"):
-        return os.environ["DAK_GIT_SHA"]
-    try:
-        return subprocess.check_output(["git", "rev-parse", "--short", "HEAD"], text=True,
-                                       stderr=subprocess.DEVNULL).strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
-def metadata() -> dict:
-    return {
-        "gpu": torch.cuda.get_device_name(),
-        "git_sha": git_sha(),
-        "command": " ".join([Path(sys.executable).name] + sys.argv),
-        "torch": torch.__version__,
-        "date": time.strftime("%Y-%m-%dT%H:%M:%S"),
-    }
 
 
 def h2d_bandwidth(nbytes: int = 1 << 30) -> float:
@@ -45,9 +20,3 @@ def h2d_bandwidth(nbytes: int = 1 << 30) -> float:
     times = [event_ms(lambda: dst.copy_(src.tensor, non_blocking=True)) for _ in range(5)]
     src.free()
     return src.nbytes / (statistics.median(times) * 1e-3)
-
-
-def write_json(path: str | Path, payload: dict) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(payload, indent=1))

@@ -1,0 +1,1 @@
+"""Benchmarks that ship with the package (`dak bench ...`) and their run metadata."""

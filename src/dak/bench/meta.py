@@ -1,0 +1,40 @@
+"""Run metadata every benchmark result carries: GPU name, git sha, command, versions, date."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+def git_sha() -> str:
+    """HEAD's short sha; $DAK_GIT_SHA where the tree was copied without .git (device runs)."""
+    if os.environ.get("DAK_GIT_SHA"):
+        return os.environ["DAK_GIT_SHA"]
+    try:
+        return subprocess.check_output(["git", "rev-parse", "--short", "HEAD"], text=True,
+                                       stderr=subprocess.DEVNULL).strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def metadata() -> dict:
+    """GPU name (or 'cpu (Triton interpreter)' without one), git sha, command, torch, date."""
+    import torch
+    gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu (Triton interpreter)"
+    return {
+        "gpu": gpu,
+        "git_sha": git_sha(),
+        "command": " ".join([Path(sys.executable).name] + sys.argv),
+        "torch": torch.__version__,
+        "date": time.strftime("%Y-%m-%dT%H:%M:%S"),
+    }
+
+
+def write_json(path: str | Path, payload: dict) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(payload, indent=1))
