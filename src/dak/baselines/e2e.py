@@ -1,0 +1,205 @@
+"""Placements and builders for the end-to-end baselines, over the same weights as dak's systems.
+
+Every system of `dak bench e2e` holds the same required host bytes R = M - H (model bytes plus
+the minimum HBM set, minus the HBM budget); what differs is which bytes and how they are read:
+
+- ``uva_placement``: whole operators in execution order (embeddings first, then layer 0's
+  linears, ...) go to the host while fewer than R bytes are there, as vLLM's --cpu-offload-gb
+  does per parameter (the last one may overshoot). The KV cache stays in HBM.
+- ``prefetch_placement``: the planner's ``prefetch`` policy over the linears only (the KV cache
+  stays in HBM, as in vLLM's and SGLang's prefetch offloaders): a share s of every layer's
+  weight rows on the host, with s solving R = s * (layer bytes - 2 * largest layer's), since
+  the two staging buffers cost HBM too.
+
+``build_placed`` builds a model into any placement with dak's own helpers (meta skeleton,
+``place``, split KV cache, "dak" attention), and ``fill_same`` gives every system the same
+seeded weights whatever its split, so their greedy tokens can be compared.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import zlib
+
+import torch
+from torch import nn
+
+from dak.hardware import HardwareProfile
+from dak.models.ops import Workload, list_operators, minimum_hbm_set
+from dak.models.spec import ModelSpec
+from dak.planner import plan
+from dak.planner.cost import op_time
+from dak.planner.placement import Placement
+from dak.planner.plan import _op_placement
+
+FILL_CHUNK_ELEMENTS = 16 << 20
+
+
+def budget_for(spec: ModelSpec, w: Workload, x: float, profile: HardwareProfile) -> int:
+    """The HBM budget that leaves x of the operator bytes on the host (as dak.offload's host_ratio)."""
+    op_bytes = sum(op.bytes for op in list_operators(spec, w))
+    total = op_bytes + minimum_hbm_set(spec, w).total
+    return max(1, min(profile.hbm_capacity, int(total - float(x) * op_bytes)))
+
+
+def _assemble(spec, w, profile, budget: int, policy: str, ops, ks, times, staging: int = 0,
+              feasible: bool = True, note: str = "") -> Placement:
+    placed = tuple(_op_placement(op, k, t) for op, k, t in zip(ops, ks, times))
+    mins = minimum_hbm_set(spec, w).total
+    total = sum(op.bytes for op in ops) + mins
+    host = sum(p.host_bytes for p in placed)
+    return Placement(policy=policy, model=spec.name, profile=profile.name, workload=w, hbm_budget=budget,
+                     min_hbm_bytes=mins, required_host_bytes=max(0, total - budget), staging_bytes=staging,
+                     ops=placed, total_bytes=total, hbm_bytes=total - host + staging, host_bytes=host,
+                     total_traffic=float(sum(op.traffic for op in ops)), step_time_s=sum(times),
+                     fits=total <= budget, feasible=feasible, note=note)
+
+
+def uva_placement(spec: ModelSpec, w: Workload, profile: HardwareProfile, budget: int) -> Placement:
+    """Whole operators on the host in execution order until R bytes are there (KV in HBM)."""
+    ops = list_operators(spec, w)
+    need = max(0, sum(op.bytes for op in ops) + minimum_hbm_set(spec, w).total - budget)
+    ks, host = [], 0
+    for op in ops:
+        k = op.units if op.kind != "attention" and host < need else 0
+        host += op.host_bytes_for(k)
+        ks.append(k)
+    times = [op_time(op, op.host_bytes_for(k) / op.bytes if op.bytes else 0.0, profile) for op, k in zip(ops, ks)]
+    note = "" if host >= need else "the weights are smaller than the host bytes required"
+    return _assemble(spec, w, profile, budget, "uva", ops, ks, times, feasible=host >= need, note=note)
+
+
+def prefetch_placement(spec: ModelSpec, w: Workload, profile: HardwareProfile, budget: int) -> Placement:
+    """The planner's prefetch policy over the linears, the KV cache in HBM (see the module doc)."""
+    ops = list_operators(spec, w)
+    weights = [op for op in ops if op.kind != "attention"]
+    kv = sum(op.bytes for op in ops if op.kind == "attention")
+    try:
+        pw = plan(spec, w, profile, budget - kv, "prefetch", ops=weights)
+    except ValueError as e:  # e.g. the KV cache alone leaves less than the minimum HBM set
+        inf = [float("inf")] * len(ops)
+        return _assemble(spec, w, profile, budget, "prefetch", ops, [0] * len(ops), inf, feasible=False,
+                         note=f"prefetch infeasible: {e}")
+    by_name = {p.name: p for p in pw.ops}
+    ks = [by_name[op.name].host_units if op.name in by_name else 0 for op in ops]
+    times = [by_name[op.name].time_s if op.name in by_name else op_time(op, 0.0, profile) for op in ops]
+    if not pw.feasible:
+        times = [float("inf")] * len(ops)
+    return _assemble(spec, w, profile, budget, "prefetch", ops, ks, times, staging=pw.staging_bytes,
+                     feasible=pw.feasible, note=pw.note)
+
+
+def roofline_bound(spec: ModelSpec, w: Workload, profile: HardwareProfile, budget: int) -> float:
+    """Best step time for this HBM budget: the greedy placement's sum of per-op roofline times."""
+    return plan(spec, w, profile.roofline_only(), budget, "greedy").step_time_s
+
+
+def _row_parts(mod: nn.Module, tied: set) -> list[torch.Tensor] | None:
+    """The (rows, cols) parts that stack into `mod`'s weight, in row order; None if not a weight."""
+    from dak.nn.split_linear import SplitLinear
+    from dak.runtime.embedding import SplitEmbedding
+    if isinstance(mod, SplitLinear):
+        return [mod.w_host, mod.w_hbm]
+    if isinstance(mod, SplitEmbedding):
+        return None if isinstance(mod._owner, SplitLinear) else [mod._w_host, mod.w_hbm]
+    if isinstance(mod, nn.Linear) or (isinstance(mod, nn.Embedding) and id(mod.weight) not in tied):
+        return [mod.weight.data]
+    return None
+
+
+@torch.no_grad()
+def fill_same(model: nn.Module, seed: int, std: float = 0.02) -> None:
+    """Seeded normal(0, std) weights that depend only on (seed, module name), not on the split.
+
+    The full weight is generated in fixed row chunks from a generator seeded by the module's
+    name and scattered into its host and HBM parts; biases are zeroed. A tied embedding table
+    is filled as the lm_head. Norms keep their (deterministic) initial values.
+    """
+    tied = {id(m.weight) for m in model.modules() if isinstance(m, nn.Linear)}
+    dev = torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
+    for name, mod in model.named_modules():
+        parts = _row_parts(mod, tied)
+        if parts is None:
+            continue
+        cols = parts[-1].shape[1]
+        g = torch.Generator(device=dev).manual_seed(seed * 1_000_003 + zlib.crc32(name.encode()))
+        step = max(1, FILL_CHUNK_ELEMENTS // max(1, cols))
+        bounds, row = [], 0
+        for p in parts:
+            bounds.append((row, row + p.shape[0], p))
+            row += p.shape[0]
+        for lo in range(0, row, step):
+            hi = min(row, lo + step)
+            block = (torch.randn(hi - lo, cols, generator=g, device=dev) * std)
+            for a, b, p in bounds:
+                s, e = max(a, lo), min(b, hi)
+                if s < e:
+                    p[s - a:e - a].copy_(block[s - lo:e - lo].to(p.dtype))
+        bias = getattr(mod, "bias", None)
+        if isinstance(bias, torch.Tensor):
+            bias.zero_()
+
+
+def build_placed(cfg: dict, placement: Placement, *, batch: int, max_len: int, dtype: torch.dtype,
+                 seed: int, tune: bool):
+    """(model, DakKV): the HF model of `cfg` built into `placement`'s homes, weights by fill_same."""
+    from dak.runtime.build import place, skeleton
+    from dak.runtime.kv import ATTN_NAME, DakKV, register
+    from dak.runtime.offload import check_memory, hf_config
+    from dak.runtime_env import kernel_device
+    spec = ModelSpec.from_config(cfg, name=placement.model)
+    device = kernel_device()
+    host_req = [op.host_requests or 0 for op in placement.ops if op.kind == "attention"]
+    es = torch.empty((), dtype=dtype).element_size()
+    check_memory(placement, sum(host_req) * spec.kv_elements_per_token() * max_len * es, device)
+    model = skeleton(hf_config(cfg), dtype)
+    host_requests = place(model, placement, device, tune)
+    fill_same(model, seed)
+    model.eval()
+    register()
+    model.config._attn_implementation = ATTN_NAME
+    kv = DakKV(host_requests, batch, max_len, spec.num_kv_heads, spec.head_dim, dtype, device)
+    kv.prepare(spec.num_heads, tune and device.type == "cuda")
+    return model, kv
+
+
+def swap_uva(model: nn.Module) -> int:
+    """Replace every all-host SplitLinear by a UVASplit; returns how many were swapped."""
+    from dak.baselines.e2e_modules import UVASplit
+    from dak.nn.split_linear import SplitLinear
+    from dak.runtime.build import _set
+    whole = [(n, m) for n, m in model.named_modules()
+             if isinstance(m, SplitLinear) and m.host_rows == m.out_features and m.out_features]
+    for name, mod in whole:
+        _set(model, name, UVASplit(mod))
+    return len(whole)
+
+
+def install_prefetch(model: nn.Module, placement: Placement, dtype: torch.dtype):
+    """Swap every layer's split linears for prefetched ones; returns the LayerPrefetcher."""
+    from dak.baselines.e2e_modules import LayerPrefetcher
+    from dak.runtime.build import find_module
+    n_layers = 1 + max(op.layer for op in placement.ops if op.layer is not None)
+    layers: list[list] = [[] for _ in range(n_layers)]
+    for op in placement.ops:
+        if op.layer is not None and op.kind != "attention":
+            layers[op.layer].append(find_module(model, op.name))
+    device = next(m for _, m in layers[0]).w_hbm.device
+    pre = LayerPrefetcher(layers, device, dtype)
+    pre.install(model, model.base_model.layers if hasattr(model.base_model, "layers")
+                else model.base_model.decoder.layers)
+    return pre
+
+
+def placement_summary(pl: Placement) -> dict:
+    """The fields of a placement that a benchmark row records."""
+    keep = ("policy", "hbm_budget", "required_host_bytes", "host_bytes", "hbm_bytes", "staging_bytes",
+            "step_time_s", "feasible", "note", "cost_model")
+    d = {k: getattr(pl, k) for k in keep}
+    if not math.isfinite(d["step_time_s"]):
+        d["step_time_s"] = None
+    d["offload_ratio"] = pl.offload_ratio
+    d["ops_split"] = sum(1 for o in pl.ops if o.host_bytes)
+    d["workload"] = dataclasses.asdict(pl.workload)
+    return d
