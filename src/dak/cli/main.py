@@ -10,9 +10,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import calibrate, generate, info, plan
+from . import bench, calibrate, generate, info, plan
 
-SUBCOMMANDS = (plan, generate, calibrate, info)
+SUBCOMMANDS = (plan, generate, calibrate, bench, info)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,94 @@
+"""``dak bench e2e``: dak greedy/uniform against all-HBM, layer prefetch, UVA and accelerate offload.
+
+    dak bench e2e --models opt-6.7b,llama-2-7b --batch 8 --ratios 0,1,2,5,10,20,40 \\
+        --out benchmarks/results/e2e-h200.json --plot benchmarks/results/e2e-h200.png
+    dak bench e2e --real-capacity llama-2-70b --out benchmarks/results/e2e-70b-h200.json
+    dak bench e2e --dry-run ...      # the run plan, predictions and a time estimate; no GPU needed
+"""
+
+from __future__ import annotations
+
+import os
+
+from ..units import parse_size
+from .plan import _int
+
+
+def add_parser(sub) -> None:
+    from ..bench.e2e_cases import SYSTEMS, E2EConfig
+    d = E2EConfig()
+    p = sub.add_parser("bench", help="end-to-end benchmarks (dak bench e2e)")
+    bsub = p.add_subparsers(dest="bench", metavar="BENCH")
+    e = bsub.add_parser("e2e", help="dak vs offload baselines per model and offload ratio; JSON + PNG")
+    e.add_argument("--models", default=None, help=f"comma list of built-in models (default {','.join(d.models)}; "
+                   "none with --real-capacity)")
+    e.add_argument("--batch", default=",".join(map(str, d.batches)), help="batch size(s), comma list (default 8)")
+    e.add_argument("--prompt-len", default=str(d.prompt_len), help=f"prompt tokens (default {d.prompt_len})")
+    e.add_argument("--gen-len", default=str(d.gen_len), help=f"new tokens (default {d.gen_len})")
+    e.add_argument("--ratios", default=",".join(f"{100 * x:g}" for x in d.ratios),
+                   help="offload ratios in percent of operator bytes (default 0,1,2,5,10,20,40)")
+    e.add_argument("--systems", default=",".join(d.systems), help=f"comma list of {', '.join(SYSTEMS)} (default all)")
+    e.add_argument("--hardware", default=d.hardware, help="preset or profile .json for plans, predictions, bounds")
+    e.add_argument("--dtype", default=d.dtype, help="bf16 | fp16 (default bf16)")
+    e.add_argument("--seed", default=str(d.seed), help="seed of weights and prompts (default 0)")
+    e.add_argument("--repeats", default=str(d.repeats), help=f"timed generations per case (default {d.repeats})")
+    e.add_argument("--tune", action="store_true", help="sweep split-kernel configs per shape (slow; default: "
+                   "heuristic configs, or ones already in the tuning cache)")
+    e.add_argument("--real-capacity", default=None, metavar="MODEL",
+                   help="also place MODEL from the GPU's real free HBM (e.g. llama-2-70b)")
+    e.add_argument("--rc-batch", default=str(d.rc_batch), help=f"real-capacity batch (default {d.rc_batch})")
+    e.add_argument("--rc-prompt-len", default=str(d.rc_prompt_len), help=f"(default {d.rc_prompt_len})")
+    e.add_argument("--rc-gen-len", default=str(d.rc_gen_len), help=f"(default {d.rc_gen_len})")
+    e.add_argument("--rc-systems", default=",".join(d.rc_systems), help="systems for the real-capacity case "
+                   "(default dak-greedy)")
+    e.add_argument("--rc-margin", default="1GiB", help="HBM kept free beyond 1.5x the prefill workspace")
+    e.add_argument("--out", default=d.out, help=f"result JSON (default {d.out})")
+    e.add_argument("--plot", default=None, help="PNG of EB vs offload ratio per model (needs matplotlib)")
+    e.add_argument("--append", action="store_true", help="keep the rows already in --out and add these "
+                   "(split a sweep over several commands; the summary and plot cover all rows)")
+    e.add_argument("--dry-run", action="store_true", help="print the run plan and a time estimate, run nothing")
+    e.set_defaults(func=run_e2e)
+
+
+def _list(text: str) -> tuple[str, ...]:
+    return tuple(s.strip() for s in str(text).split(",") if s.strip())
+
+
+def _percent(text: str) -> float:
+    try:
+        return float(text) / 100.0
+    except ValueError:
+        raise ValueError(f"--ratios takes percentages such as 0,1,2.5,40; got {text!r}") from None
+
+
+def config_from(args):
+    from ..bench.e2e_cases import E2EConfig
+    models = _list(args.models) if args.models is not None else (() if args.real_capacity else E2EConfig.models)
+    return E2EConfig(
+        models=models, batches=tuple(_int("--batch", b) for b in _list(args.batch)),
+        prompt_len=_int("--prompt-len", args.prompt_len), gen_len=_int("--gen-len", args.gen_len),
+        ratios=tuple(_percent(r) for r in _list(args.ratios)), systems=_list(args.systems),
+        hardware=args.hardware, dtype=args.dtype, seed=_int("--seed", args.seed),
+        repeats=_int("--repeats", args.repeats), tune=args.tune, real_capacity=args.real_capacity,
+        rc_batch=_int("--rc-batch", args.rc_batch), rc_prompt_len=_int("--rc-prompt-len", args.rc_prompt_len),
+        rc_gen_len=_int("--rc-gen-len", args.rc_gen_len), rc_systems=_list(args.rc_systems),
+        rc_margin=parse_size(args.rc_margin), out=args.out, plot=args.plot, append=args.append)
+
+
+def run_e2e(args) -> int:
+    from ..bench.e2e_cases import describe, plan_cases
+    cfg = config_from(args)
+    print(describe(plan_cases(cfg), cfg), flush=True)
+    if args.dry_run:
+        return 0
+    import torch
+    if not torch.cuda.is_available():
+        big = [m for m in cfg.models + ((cfg.real_capacity,) if cfg.real_capacity else ()) if not m.startswith("tiny-")]
+        if big:
+            raise ValueError(f"no CUDA GPU here: only tiny-* models run (in the Triton interpreter); got {big}. "
+                             "Use --dry-run to see the plan")
+        os.environ["TRITON_INTERPRET"] = "1"
+        print("dak: no CUDA GPU here: Triton kernels run in the CPU interpreter (numbers are not performance)")
+    from ..bench.e2e import run_e2e as run
+    payload = run(cfg, log=lambda s: print(s, flush=True))
+    return 0 if payload["rows"] else 1

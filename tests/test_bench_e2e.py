@@ -1,0 +1,135 @@
+"""`dak bench e2e` on the CPU: planning of every system's case, the seeded fill that does not
+depend on the split, and a tiny model run through dak greedy/uniform, all-HBM, layer prefetch,
+UVA (and accelerate when installed) in the Triton interpreter, whose tokens must agree."""
+
+import dataclasses
+import json
+
+import pytest
+import torch
+
+from dak.baselines.e2e import budget_for, fill_same, prefetch_placement, uva_placement
+from dak.bench.e2e_cases import E2EConfig, plan_cases, real_capacity_cases
+from dak.bench.e2e_report import summarize
+from dak.cli.main import main
+from dak.hardware import get_profile
+from dak.models.ops import Workload, list_operators, minimum_hbm_set
+from dak.models.spec import load_spec
+
+H200 = get_profile("h200-pcie")
+ROW_FIELDS = ("ttft_s", "tpot_s", "tokens_per_s", "eb", "eb_kv", "bound_s", "eb_over_bound", "predicted_s",
+              "predicted_over_measured", "host_bytes", "operator_bytes", "weight_traffic", "kv_traffic",
+              "token_agreement", "first_mismatch_step", "build_s", "graphs")
+
+
+@pytest.mark.parametrize("model,x", [("llama-2-7b", 0.02), ("opt-6.7b", 0.10), ("llama-3-8b", 0.40)])
+def test_baseline_placements_hold_the_required_host_bytes(model, x):
+    spec = load_spec(model)
+    w = Workload("decode", 8, 32, 32)
+    budget = budget_for(spec, w, x, H200)
+    ops = list_operators(spec, w)
+    need = sum(op.bytes for op in ops) + minimum_hbm_set(spec, w).total - budget
+    assert need == pytest.approx(x * sum(op.bytes for op in ops), abs=1)
+    uva = uva_placement(spec, w, H200, budget)
+    host_ops = [o for o in uva.ops if o.host_bytes]
+    # whole operators, a prefix of the execution order, KV never on the host, overshoot < one op
+    assert all(o.host_bytes == o.bytes for o in host_ops)
+    assert [o.name for o in uva.ops if o.kind != "attention"][:len(host_ops)] == [o.name for o in host_ops]
+    assert need <= uva.host_bytes < need + max(o.bytes for o in host_ops)
+    pre = prefetch_placement(spec, w, H200, budget)
+    assert pre.feasible and pre.host_bytes >= need
+    assert all(o.host_bytes == 0 for o in pre.ops if o.kind == "attention" or o.layer is None)
+    assert pre.hbm_bytes <= budget * 1.001 and pre.staging_bytes > 0
+    assert pre.step_time_s >= plan_cases(E2EConfig(models=(model,), ratios=(x,), systems=("dak-greedy",)))[0].bound_s
+
+
+def test_plan_cases_reuse_identical_builds_and_real_capacity_overflows():
+    cases = plan_cases(E2EConfig(models=("llama-2-7b",), ratios=(0.0, 0.05)))
+    at0 = {c.system: c for c in cases if c.x_req == 0}
+    assert at0["dak-greedy"].same_as == "" and at0["accelerate"].same_as == ""
+    assert {at0[s].same_as for s in ("dak-uniform", "all-hbm", "prefetch", "uva")} == {"dak-greedy"}
+    assert "all-hbm" not in {c.system for c in cases if c.x_req}
+    rc = real_capacity_cases(E2EConfig(models=(), real_capacity="llama-2-70b"), free_hbm=140 * 2**30)
+    assert len(rc) == 1 and not rc[0].skip and rc[0].required_host_bytes > 4 * 2**30
+    assert rc[0].placement.hbm_bytes <= rc[0].budget < 140 * 2**30
+
+
+def test_fill_same_does_not_depend_on_the_split():
+    from dak.nn.split_linear import SplitLinear
+    lin = torch.nn.Linear(40, 131, dtype=torch.float16)
+    parts = [SplitLinear.empty(131, 40, bias=True, dtype=torch.float16, host_rows=r, row_tile=1, tune=False)
+             for r in (0, 17, 131)]
+    full = []
+    for mod in [lin] + parts:
+        holder = torch.nn.Module()
+        holder.proj = mod
+        fill_same(holder, seed=3)
+        full.append(mod.weight.data if mod is lin else mod.full_weight())
+    for f in full[1:]:
+        assert torch.equal(f, full[0])
+    assert full[0].float().std().item() == pytest.approx(0.02, rel=0.1)
+    assert all(p.bias.abs().max() == 0 for p in parts)
+
+
+def test_dry_run_cli(capsys):
+    assert main(["bench", "e2e", "--dry-run", "--models", "opt-6.7b", "--ratios", "0,2",
+                 "--real-capacity", "llama-2-70b"]) == 0
+    out = capsys.readouterr().out
+    for word in ("dak-greedy", "prefetch", "uva", "accelerate", "same build as dak-greedy", "real", "rough total"):
+        assert word in out
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--systems", "dak-greedy,vllm"], "unknown system 'vllm'"),
+    (["--ratios", "0,150"], "offload ratios must be in [0, 100]%"),
+    (["--ratios", "two"], "--ratios takes percentages"),
+    (["--models", "llama-2-7b"], "only tiny-* models run"),
+])
+def test_cli_errors(capsys, args, message):
+    if "tiny" in message and torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    assert main(["bench", "e2e"] + args) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_tiny_model_through_every_system(tmp_path):
+    from dak.bench.e2e import run_e2e
+    out = tmp_path / "e2e.json"
+    cfg = E2EConfig(models=("tiny-llama",), batches=(2,), prompt_len=4, gen_len=4, ratios=(0.0, 0.1),
+                    dtype="fp16", repeats=1, out=str(out), plot=str(tmp_path / "e2e.png"))
+    logs = []
+    payload = run_e2e(cfg, log=logs.append)
+    rows = json.loads(out.read_text())["rows"]
+    assert len(rows) == len(payload["rows"]) == 11  # 6 systems at x = 0, all but all-HBM at 10%
+    by = {(r["system"], r["x_req"]): r for r in rows}
+    for (system, x), r in by.items():
+        if system == "accelerate" and r["status"] == "unavailable":
+            continue
+        assert r["status"] == "ok", (system, x, r["note"])
+        for f in ROW_FIELDS:
+            assert f in r, (system, f)
+        assert r["token_agreement"] == 1.0 and r["first_mismatch_step"] == -1, (system, x)
+    ten = {s: by[(s, 0.1)] for s in ("dak-greedy", "dak-uniform", "prefetch", "uva")}
+    need = ten["dak-greedy"]["required_host_bytes"]
+    assert need > 0 and all(r["host_bytes"] >= need for r in ten.values())
+    assert ten["dak-greedy"]["predicted_s"] == pytest.approx(ten["dak-greedy"]["bound_s"])  # roofline profile
+    assert ten["prefetch"]["staging_bytes"] > 0
+    assert by[("all-hbm", 0.0)]["note"].startswith("same build as dak-greedy")
+    s = payload["summary"]
+    assert [g["x_req"] for g in s["groups"]] == [0.0, 0.1] and "greedy_over_uniform" in s["groups"][1]
+    assert any("targets:" in line for line in logs) and any(line.startswith(("wrote", "plot skipped")) for line in logs)
+    assert summarize(rows) == json.loads(json.dumps(s))
+
+
+def test_uva_reads_whole_linears_in_place_appended_to_an_earlier_run(tmp_path):
+    from dak.bench.e2e import run_e2e
+    cfg = E2EConfig(models=("tiny-llama",), batches=(2,), prompt_len=4, gen_len=3, ratios=(0.5,),
+                    systems=("dak-greedy",), dtype="fp16", repeats=1, out=str(tmp_path / "e2e.json"))
+    run_e2e(cfg, log=lambda s: None)
+    again = dataclasses.replace(cfg, systems=("uva",), append=True)
+    payload = run_e2e(again, log=lambda s: None)
+    greedy, uva = payload["rows"]
+    assert greedy["status"] == uva["status"] == "ok", uva["note"]
+    assert uva["uva_modules"] >= 3 and uva["planned"]["ops_split"] == uva["uva_modules"] + 1  # + embed_tokens
+    assert uva["token_reference"] == "dak-greedy" and uva["token_agreement"] == 1.0  # tokens kept in the JSON
+    assert len(payload["previous_runs"]) == 1 and payload["summary"]["groups"][0]["tpot_s"].keys() == {"dak-greedy", "uva"}
