@@ -3,9 +3,11 @@
 Every system of `dak bench e2e` holds the same required host bytes R = M - H (model bytes plus
 the minimum HBM set, minus the HBM budget); what differs is which bytes and how they are read:
 
-- ``uva_placement``: whole operators in execution order (embeddings first, then layer 0's
-  linears, ...) go to the host while fewer than R bytes are there, as vLLM's --cpu-offload-gb
-  does per parameter (the last one may overshoot). The KV cache stays in HBM.
+- ``uva_placement``: whole decoder-layer linears in execution order (layer 0's q, k, v, o,
+  MLP, then layer 1's, ...) go to the host while fewer than R bytes are there, as vLLM's
+  --cpu-offload-gb does per parameter of the decoder layers (`make_layers` wraps each layer in
+  `maybe_offload_to_cpu`; the last one may overshoot). Embeddings, lm_head and the KV cache stay
+  in HBM.
 - ``prefetch_placement``: the planner's ``prefetch`` policy over the linears only (the KV cache
   stays in HBM, as in vLLM's and SGLang's prefetch offloaders): a share s of every layer's
   weight rows on the host, with s solving R = s * (layer bytes - 2 * largest layer's), since
@@ -57,16 +59,16 @@ def _assemble(spec, w, profile, budget: int, policy: str, ops, ks, times, stagin
 
 
 def uva_placement(spec: ModelSpec, w: Workload, profile: HardwareProfile, budget: int) -> Placement:
-    """Whole operators on the host in execution order until R bytes are there (KV in HBM)."""
+    """Whole layer linears on the host in execution order until R bytes are there (see the module doc)."""
     ops = list_operators(spec, w)
     need = max(0, sum(op.bytes for op in ops) + minimum_hbm_set(spec, w).total - budget)
     ks, host = [], 0
     for op in ops:
-        k = op.units if op.kind != "attention" and host < need else 0
+        k = op.units if op.kind != "attention" and op.layer is not None and host < need else 0
         host += op.host_bytes_for(k)
         ks.append(k)
     times = [op_time(op, op.host_bytes_for(k) / op.bytes if op.bytes else 0.0, profile) for op, k in zip(ops, ks)]
-    note = "" if host >= need else "the weights are smaller than the host bytes required"
+    note = "" if host >= need else "the layer weights are smaller than the host bytes required"
     return _assemble(spec, w, profile, budget, "uva", ops, ks, times, feasible=host >= need, note=note)
 
 
