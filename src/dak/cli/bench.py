@@ -4,6 +4,7 @@
         --out benchmarks/results/e2e-h200.json --plot benchmarks/results/e2e-h200.png
     dak bench e2e --real-capacity llama-2-70b --out benchmarks/results/e2e-70b-h200.json
     dak bench e2e --dry-run ...      # the run plan, predictions and a time estimate; no GPU needed
+    dak bench e2e --replot e2e-h200.json --plot e2e-h200.png   # summary and PNG from a result file
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ def add_parser(sub) -> None:
     e.add_argument("--plot", default=None, help="PNG of EB vs offload ratio per model (needs matplotlib)")
     e.add_argument("--append", action="store_true", help="keep the rows already in --out and add these "
                    "(split a sweep over several commands; the summary and plot cover all rows)")
+    e.add_argument("--replot", default=None, metavar="JSON", help="run nothing: print the summary of an "
+                   "earlier result JSON (and write --plot from it)")
     e.add_argument("--dry-run", action="store_true", help="print the run plan and a time estimate, run nothing")
     e.set_defaults(func=run_e2e)
 
@@ -75,8 +78,26 @@ def config_from(args):
         rc_margin=parse_size(args.rc_margin), out=args.out, plot=args.plot, append=args.append)
 
 
+def replot(path: str, png: str | None) -> int:
+    import json
+
+    from ..bench.e2e_report import render_summary, summarize
+    try:
+        with open(path) as fh:
+            payload = json.load(fh)
+    except (OSError, ValueError) as e:
+        raise ValueError(f"cannot read result JSON {path!r}: {e}") from None
+    print(render_summary(summarize(payload["rows"])))
+    if png:
+        from ..bench.e2e_plot import plot
+        print(plot(payload, png))
+    return 0
+
+
 def run_e2e(args) -> int:
     from ..bench.e2e_cases import describe, plan_cases
+    if args.replot:
+        return replot(args.replot, args.plot)
     cfg = config_from(args)
     print(describe(plan_cases(cfg), cfg), flush=True)
     if args.dry_run:
