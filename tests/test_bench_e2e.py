@@ -120,7 +120,9 @@ def test_tiny_model_through_every_system(tmp_path):
     assert [g["x_req"] for g in s["groups"]] == [0.0, 0.1] and "greedy_over_uniform" in s["groups"][1]
     assert any("targets:" in line for line in logs) and any(line.startswith(("wrote", "plot skipped")) for line in logs)
     assert summarize(rows) == json.loads(json.dumps(s))
-    assert main(["bench", "e2e", "--replot", str(out)]) == 0
+    merged = tmp_path / "merged.json"
+    assert main(["bench", "e2e", "--replot", f"{out},{out}", "--out", str(merged)]) == 0
+    assert len(json.loads(merged.read_text())["rows"]) == 2 * len(rows)
 
 
 def test_uva_reads_whole_linears_in_place_appended_to_an_earlier_run(tmp_path):

@@ -4,7 +4,7 @@
         --out benchmarks/results/e2e-h200.json --plot benchmarks/results/e2e-h200.png
     dak bench e2e --real-capacity llama-2-70b --out benchmarks/results/e2e-70b-h200.json
     dak bench e2e --dry-run ...      # the run plan, predictions and a time estimate; no GPU needed
-    dak bench e2e --replot e2e-h200.json --plot e2e-h200.png   # summary and PNG from a result file
+    dak bench e2e --replot a.json,b.json --out e2e.json --plot e2e.png   # merge, summarize, plot
 """
 
 from __future__ import annotations
@@ -43,12 +43,12 @@ def add_parser(sub) -> None:
     e.add_argument("--rc-systems", default=",".join(d.rc_systems), help="systems for the real-capacity case "
                    "(default dak-greedy)")
     e.add_argument("--rc-margin", default="1GiB", help="HBM kept free beyond 1.5x the prefill workspace")
-    e.add_argument("--out", default=d.out, help=f"result JSON (default {d.out})")
+    e.add_argument("--out", default=None, help=f"result JSON (default {d.out})")
     e.add_argument("--plot", default=None, help="PNG of EB vs offload ratio per model (needs matplotlib)")
     e.add_argument("--append", action="store_true", help="keep the rows already in --out and add these "
                    "(split a sweep over several commands; the summary and plot cover all rows)")
-    e.add_argument("--replot", default=None, metavar="JSON", help="run nothing: print the summary of an "
-                   "earlier result JSON (and write --plot from it)")
+    e.add_argument("--replot", default=None, metavar="JSON[,JSON...]", help="run nothing: summarize earlier "
+                   "result JSONs (rows of several are merged; --out writes the merged file, --plot its PNG)")
     e.add_argument("--dry-run", action="store_true", help="print the run plan and a time estimate, run nothing")
     e.set_defaults(func=run_e2e)
 
@@ -75,19 +75,29 @@ def config_from(args):
         repeats=_int("--repeats", args.repeats), tune=args.tune, real_capacity=args.real_capacity,
         rc_batch=_int("--rc-batch", args.rc_batch), rc_prompt_len=_int("--rc-prompt-len", args.rc_prompt_len),
         rc_gen_len=_int("--rc-gen-len", args.rc_gen_len), rc_systems=_list(args.rc_systems),
-        rc_margin=parse_size(args.rc_margin), out=args.out, plot=args.plot, append=args.append)
+        rc_margin=parse_size(args.rc_margin), out=args.out or E2EConfig.out, plot=args.plot, append=args.append)
 
 
-def replot(path: str, png: str | None) -> int:
+def replot(paths: str, out: str | None, png: str | None) -> int:
     import json
 
     from ..bench.e2e_report import render_summary, summarize
-    try:
-        with open(path) as fh:
-            payload = json.load(fh)
-    except (OSError, ValueError) as e:
-        raise ValueError(f"cannot read result JSON {path!r}: {e}") from None
-    print(render_summary(summarize(payload["rows"])))
+    from ..bench.meta import write_json
+    payloads = []
+    for path in _list(paths):
+        try:
+            with open(path) as fh:
+                payloads.append(json.load(fh))
+        except (OSError, ValueError) as e:
+            raise ValueError(f"cannot read result JSON {path!r}: {e}") from None
+    payload = dict(payloads[0], rows=[r for p in payloads for r in p["rows"]])
+    if len(payloads) > 1:
+        payload["merged_from"] = [p["meta"] for p in payloads]
+    payload["summary"] = summarize(payload["rows"])
+    print(render_summary(payload["summary"]))
+    if out:
+        write_json(out, payload)
+        print(f"wrote {out}")
     if png:
         from ..bench.e2e_plot import plot
         print(plot(payload, png))
@@ -97,7 +107,7 @@ def replot(path: str, png: str | None) -> int:
 def run_e2e(args) -> int:
     from ..bench.e2e_cases import describe, plan_cases
     if args.replot:
-        return replot(args.replot, args.plot)
+        return replot(args.replot, args.out, args.plot)
     cfg = config_from(args)
     print(describe(plan_cases(cfg), cfg), flush=True)
     if args.dry_run:
