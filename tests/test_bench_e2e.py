@@ -8,7 +8,8 @@ import json
 import pytest
 import torch
 
-from dak.baselines.e2e import budget_for, fill_same, prefetch_placement, uva_placement
+from dak.baselines.e2e import budget_for, prefetch_placement, uva_placement
+from dak.runtime.build import fill_random
 from dak.bench.e2e_cases import E2EConfig, plan_cases, real_capacity_cases
 from dak.bench.e2e_report import summarize
 from dak.cli.main import main
@@ -55,7 +56,7 @@ def test_plan_cases_reuse_identical_builds_and_real_capacity_overflows():
     assert rc[0].placement.hbm_bytes <= rc[0].budget < 140 * 2**30
 
 
-def test_fill_same_does_not_depend_on_the_split():
+def test_fill_random_does_not_depend_on_the_split():
     from dak.nn.split_linear import SplitLinear
     lin = torch.nn.Linear(40, 131, dtype=torch.float16)
     parts = [SplitLinear.empty(131, 40, bias=True, dtype=torch.float16, host_rows=r, row_tile=1, tune=False)
@@ -64,7 +65,7 @@ def test_fill_same_does_not_depend_on_the_split():
     for mod in [lin] + parts:
         holder = torch.nn.Module()
         holder.proj = mod
-        fill_same(holder, seed=3)
+        fill_random(holder, seed=3)
         full.append(mod.weight.data if mod is lin else mod.full_weight())
     for f in full[1:]:
         assert torch.equal(f, full[0])

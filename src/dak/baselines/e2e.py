@@ -14,7 +14,7 @@ the minimum HBM set, minus the HBM budget); what differs is which bytes and how 
   the two staging buffers cost HBM too.
 
 ``build_placed`` builds a model into any placement with dak's own helpers (meta skeleton,
-``place``, split KV cache, "dak" attention), and ``fill_same`` gives every system the same
+``place``, split KV cache, "dak" attention), and ``fill_random`` gives every system the same
 seeded weights whatever its split, so their greedy tokens can be compared.
 """
 
@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import zlib
 
 import torch
 from torch import nn
@@ -34,8 +33,6 @@ from dak.planner import plan
 from dak.planner.cost import op_time
 from dak.planner.placement import Placement
 from dak.planner.plan import _op_placement
-
-FILL_CHUNK_ELEMENTS = 16 << 20
 
 
 def budget_for(spec: ModelSpec, w: Workload, x: float, profile: HardwareProfile) -> int:
@@ -97,56 +94,10 @@ def roofline_bound(spec: ModelSpec, w: Workload, profile: HardwareProfile, budge
     return plan(spec, w, profile.roofline_only(), budget, "greedy").step_time_s
 
 
-def _row_parts(mod: nn.Module, tied: set) -> list[torch.Tensor] | None:
-    """The (rows, cols) parts that stack into `mod`'s weight, in row order; None if not a weight."""
-    from dak.nn.split_linear import SplitLinear
-    from dak.runtime.embedding import SplitEmbedding
-    if isinstance(mod, SplitLinear):
-        return [mod.w_host, mod.w_hbm]
-    if isinstance(mod, SplitEmbedding):
-        return None if isinstance(mod._owner, SplitLinear) else [mod._w_host, mod.w_hbm]
-    if isinstance(mod, nn.Linear) or (isinstance(mod, nn.Embedding) and id(mod.weight) not in tied):
-        return [mod.weight.data]
-    return None
-
-
-@torch.no_grad()
-def fill_same(model: nn.Module, seed: int, std: float = 0.02) -> None:
-    """Seeded normal(0, std) weights that depend only on (seed, module name), not on the split.
-
-    The full weight is generated in fixed row chunks from a generator seeded by the module's
-    name and scattered into its host and HBM parts; biases are zeroed. A tied embedding table
-    is filled as the lm_head. Norms keep their (deterministic) initial values.
-    """
-    tied = {id(m.weight) for m in model.modules() if isinstance(m, nn.Linear)}
-    dev = torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
-    for name, mod in model.named_modules():
-        parts = _row_parts(mod, tied)
-        if parts is None:
-            continue
-        cols = parts[-1].shape[1]
-        g = torch.Generator(device=dev).manual_seed(seed * 1_000_003 + zlib.crc32(name.encode()))
-        step = max(1, FILL_CHUNK_ELEMENTS // max(1, cols))
-        bounds, row = [], 0
-        for p in parts:
-            bounds.append((row, row + p.shape[0], p))
-            row += p.shape[0]
-        for lo in range(0, row, step):
-            hi = min(row, lo + step)
-            block = (torch.randn(hi - lo, cols, generator=g, device=dev) * std)
-            for a, b, p in bounds:
-                s, e = max(a, lo), min(b, hi)
-                if s < e:
-                    p[s - a:e - a].copy_(block[s - lo:e - lo].to(p.dtype))
-        bias = getattr(mod, "bias", None)
-        if isinstance(bias, torch.Tensor):
-            bias.zero_()
-
-
 def build_placed(cfg: dict, placement: Placement, *, batch: int, max_len: int, dtype: torch.dtype,
                  seed: int, tune: bool):
-    """(model, DakKV): the HF model of `cfg` built into `placement`'s homes, weights by fill_same."""
-    from dak.runtime.build import place, skeleton
+    """(model, DakKV): the HF model of `cfg` built into `placement`'s homes, weights by fill_random."""
+    from dak.runtime.build import fill_random, place, skeleton
     from dak.runtime.kv import ATTN_NAME, DakKV, register
     from dak.runtime.offload import check_memory, hf_config
     from dak.runtime_env import kernel_device
@@ -157,7 +108,7 @@ def build_placed(cfg: dict, placement: Placement, *, batch: int, max_len: int, d
     check_memory(placement, sum(host_req) * spec.kv_elements_per_token() * max_len * es, device)
     model = skeleton(hf_config(cfg), dtype)
     host_requests = place(model, placement, device, tune)
-    fill_same(model, seed)
+    fill_random(model, seed)
     model.eval()
     register()
     model.config._attn_implementation = ATTN_NAME

@@ -3,7 +3,7 @@
 The model is created on the meta device, accelerate's ``infer_auto_device_map`` assigns whole
 modules (decoder layers are not split) to GPU 0 until ``max_memory[0]`` = weight bytes - R is
 used (it also keeps room for the largest layer), the rest to the CPU. Every module is then
-materialised on its device with the same seeded weights as dak's systems (``fill_same``) and
+materialised on its device with the same seeded weights as dak's systems (``dak.runtime.build.fill_random``) and
 ``dispatch_model`` installs accelerate's hooks, which copy a CPU module's (pageable) weights to
 the GPU at every forward, as ``from_pretrained(device_map="auto", max_memory=...)`` does. The
 KV cache is HF's own, in HBM; attention is SDPA; no CUDA graphs.
@@ -71,7 +71,7 @@ def build_accelerate(cfg: dict, host_bytes: int, dtype: torch.dtype, seed: int, 
     accelerate = _accelerate()
     from transformers import AutoModelForCausalLM
 
-    from dak.baselines.e2e import fill_same
+    from dak.runtime.build import fill_random
     from dak.runtime.offload import hf_config
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(hf_config(cfg), dtype=dtype, attn_implementation="sdpa")
@@ -79,7 +79,7 @@ def build_accelerate(cfg: dict, host_bytes: int, dtype: torch.dtype, seed: int, 
     dm, on_cpu = device_map_for(model, host_bytes, dtype) if device.type == "cuda" else ({"": "cpu"}, 0)
     _materialise(model, dm, device)
     model.tie_weights()
-    fill_same(model, seed)
+    fill_random(model, seed)
     model.eval()
     if device.type == "cuda":
         model = accelerate.dispatch_model(model, device_map=dm, main_device=device,

@@ -6,7 +6,7 @@
   modules swapped (`dak.baselines.e2e`), KV cache in HBM, the same Engine and CUDA graph.
 - accelerate: HF + accelerate's device_map offload, eager HF generate (`dak.baselines.hf_accelerate`).
 
-All of them get the same seeded weights (`fill_same`), so their tokens can be compared.
+All of them get the same seeded weights (`dak.runtime.build.fill_random`), so their tokens can be compared.
 """
 
 from __future__ import annotations
@@ -54,7 +54,6 @@ def _free_model(model, kv=None, extra=None):
 
 def build_dak(case: Case, cfg: E2EConfig) -> Built:
     import dak
-    from dak.baselines.e2e import fill_same
     w = case.workload
     kw = dict(hardware=cfg.hardware, batch=w.batch, prompt_len=w.prompt_len, gen_len=w.gen_len,
               dtype=DTYPES[cfg.dtype], seed=cfg.seed, tune=cfg.tune and torch.cuda.is_available())
@@ -62,7 +61,6 @@ def build_dak(case: Case, cfg: E2EConfig) -> Built:
         model = dak.offload(case.model, host_ratio=0.0, **kw)
     else:
         model = dak.offload(case.model, hbm_budget=case.budget, policy=case.system.removeprefix("dak-"), **kw)
-    fill_same(model, cfg.seed)
     pl = model.dak_placement
     return Built(_engine_run(model.dak_engine), model.dak_free, pl, pl.host_bytes, model.dak_engine.graphs)
 

@@ -11,6 +11,8 @@ pinned home.
 
 from __future__ import annotations
 
+import zlib
+
 import torch
 from torch import nn
 
@@ -126,22 +128,49 @@ def _init_small(mod: nn.Module) -> None:
             p.data.normal_(0.0, 0.02)
 
 
+def _row_parts(mod: nn.Module, tied: set) -> list[torch.Tensor] | None:
+    """The (rows, cols) parts that stack into `mod`'s weight, in row order; None if not a weight."""
+    if isinstance(mod, SplitLinear):
+        return [mod.w_host, mod.w_hbm]
+    if isinstance(mod, SplitEmbedding):
+        return None if isinstance(mod._owner, SplitLinear) else [mod._w_host, mod.w_hbm]
+    if isinstance(mod, nn.Linear) or (isinstance(mod, nn.Embedding) and id(mod.weight) not in tied):
+        return [mod.weight.data]
+    return None
+
+
 @torch.no_grad()
 def fill_random(model: nn.Module, seed: int, std: float = 0.02) -> None:
-    """Seeded normal(0, std) weights for every split module, generated on the device in chunks."""
-    for i, (name, mod) in enumerate(sorted(model.named_modules(), key=lambda t: t[0])):
-        if isinstance(mod, SplitLinear):
-            parts = [mod.w_host, mod.w_hbm]
-        elif isinstance(mod, SplitEmbedding) and mod._owner is not None and not isinstance(mod._owner, SplitLinear):
-            parts = [mod._w_host, mod.w_hbm]
-        else:
+    """Seeded normal(0, std) weights that depend only on (seed, module name), not on the split.
+
+    Each full weight is generated on the device in fixed row chunks from a generator seeded by
+    the module's name and scattered into its host and HBM parts, so every placement of a model
+    (and every baseline) gets identical weights; biases are zeroed. A tied embedding table is
+    filled as the lm_head. Norms keep their deterministic initial values.
+    """
+    tied = {id(m.weight) for m in model.modules() if isinstance(m, nn.Linear)}
+    dev = torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
+    for name, mod in model.named_modules():
+        parts = _row_parts(mod, tied)
+        if parts is None:
             continue
-        dev = parts[1].device
-        g = torch.Generator(device=dev).manual_seed(seed * 1_000_003 + i)
-        for part in parts:
-            fill_rows(part, lambda r, c: torch.randn(r, c, generator=g, device=dev) * std)
-        if isinstance(mod, SplitLinear) and mod.bias is not None:
-            mod.bias.zero_()
+        cols = parts[-1].shape[1]
+        g = torch.Generator(device=dev).manual_seed(seed * 1_000_003 + zlib.crc32(name.encode()))
+        step = max(1, CHUNK_BYTES // 4 // max(1, cols))
+        bounds, row = [], 0
+        for p in parts:
+            bounds.append((row, row + p.shape[0], p))
+            row += p.shape[0]
+        for lo in range(0, row, step):
+            hi = min(row, lo + step)
+            block = torch.randn(hi - lo, cols, generator=g, device=dev) * std
+            for a, b, p in bounds:
+                s, e = max(a, lo), min(b, hi)
+                if s < e:
+                    p[s - a:e - a].copy_(block[s - lo:e - lo].to(p.dtype))
+        bias = getattr(mod, "bias", None)
+        if isinstance(bias, torch.Tensor):
+            bias.zero_()
 
 
 def fill_rows(dst: torch.Tensor, make) -> None:
