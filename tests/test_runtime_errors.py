@@ -85,7 +85,12 @@ def test_cli_generate_runs_and_rejects_bad_input(capsys):
                  "--host-ratio", "50%"]) == 0
     out = capsys.readouterr().out
     assert "TPOT" in out and "predicted TPOT" in out and "effective bandwidth" in out
+    assert main(["generate", "--model", "tiny-llama", "--batch", "1", "--prompt-len", "3", "--gen-len", "2",
+                 "--host-ratio", "0.5", "--baseline", "uva"]) == 0
+    assert "uva: TPOT" in capsys.readouterr().out
     for argv, msg in ((["--host-ratio", "2"], "ratio"), (["--dtype", "fp32"], "dtype"),
-                      (["--batch", "x"], "--batch"), (["--prompt", "hi"], "tokenizer")):
+                      (["--batch", "x"], "--batch"), (["--prompt", "hi"], "tokenizer"),
+                      (["--baseline", "dak-greedy"], "--baseline"),
+                      (["--baseline", "uva", "--hbm-budget", "1GiB"], "--host-ratio")):
         assert main(["generate", "--model", "tiny-llama", "--gen-len", "1"] + argv) == 2
         assert msg in capsys.readouterr().err

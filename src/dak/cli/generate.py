@@ -35,6 +35,8 @@ def add_parser(sub) -> None:
     p.add_argument("--sample", action="store_true", help="sample (temperature 1) instead of greedy decoding")
     p.add_argument("--tune", action="store_true", help="sweep kernel configs per shape before first use (slow once, cached)")
     p.add_argument("--no-graphs", action="store_true", help="decode eagerly instead of replaying a CUDA graph")
+    p.add_argument("--baseline", default=None, help="run a baseline instead of dak at the same --host-ratio: "
+                                                    "all-hbm | prefetch | uva | accelerate (see `dak bench e2e`)")
     p.set_defaults(func=run)
 
 
@@ -50,6 +52,8 @@ def run(args) -> int:
             model_name = CPU_MODEL
         else:
             print("dak: no CUDA GPU here: Triton kernels run in the CPU interpreter (slow)")
+    if args.baseline is not None:
+        return run_baseline(args, model_name)
     import dak
     from dak.runtime.engine import Sampling
     dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16}
@@ -72,6 +76,27 @@ def run(args) -> int:
             print("output:", tok.decode(out[0].tolist(), skip_special_tokens=True))
     finally:
         model.dak_free()
+    return 0
+
+
+def run_baseline(args, model_name: str) -> int:
+    """One case of `dak bench e2e`: the baseline system on this model, batch and host ratio."""
+    import tempfile
+    from dak.bench.e2e import run_e2e
+    from dak.bench.e2e_cases import SYSTEMS, E2EConfig
+    choices = [s for s in SYSTEMS if not s.startswith("dak-")]
+    if args.baseline not in choices:
+        raise ValueError(f"--baseline must be one of {', '.join(choices)}, got {args.baseline!r}")
+    if args.hbm_budget is not None or args.prompt is not None:
+        raise ValueError("--baseline takes --host-ratio (the share of operator bytes on the host), "
+                         "not --hbm-budget or --prompt")
+    ratio = 0.0 if args.host_ratio is None else parse_ratio(args.host_ratio)
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg = E2EConfig(models=(model_name,), batches=(_int("--batch", args.batch),),
+                        prompt_len=_int("--prompt-len", args.prompt_len), gen_len=_int("--gen-len", args.gen_len),
+                        ratios=(ratio,), systems=(args.baseline,), hardware=args.hardware, dtype=args.dtype,
+                        seed=_int("--seed", args.seed), repeats=1, tune=args.tune, out=f"{tmp}/baseline.json")
+        run_e2e(cfg)
     return 0
 
 
