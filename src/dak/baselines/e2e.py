@@ -96,25 +96,13 @@ def roofline_bound(spec: ModelSpec, w: Workload, profile: HardwareProfile, budge
 
 def build_placed(cfg: dict, placement: Placement, *, batch: int, max_len: int, dtype: torch.dtype,
                  seed: int, tune: bool):
-    """(model, DakKV): the HF model of `cfg` built into `placement`'s homes, weights by fill_random."""
-    from dak.runtime.build import fill_random, place, skeleton
-    from dak.runtime.kv import ATTN_NAME, DakKV, register
-    from dak.runtime.offload import check_memory, hf_config
-    from dak.runtime_env import kernel_device
-    spec = ModelSpec.from_config(cfg, name=placement.model)
-    device = kernel_device()
-    host_req = [op.host_requests or 0 for op in placement.ops if op.kind == "attention"]
-    es = torch.empty((), dtype=dtype).element_size()
-    check_memory(placement, sum(host_req) * spec.kv_elements_per_token() * max_len * es, device)
-    model = skeleton(hf_config(cfg), dtype)
-    host_requests = place(model, placement, device, tune)
-    fill_random(model, seed)
-    model.eval()
-    register()
-    model.config._attn_implementation = ATTN_NAME
-    kv = DakKV(host_requests, batch, max_len, spec.num_kv_heads, spec.head_dim, dtype, device)
-    kv.prepare(spec.num_heads, tune and device.type == "cuda")
-    return model, kv
+    """(model, DakKV): the HF model of `cfg` built into `placement`'s homes (dak.runtime.offload.build_model)."""
+    from dak.runtime.offload import build_model
+    w = placement.workload
+    if (w.batch, w.prompt_len + w.gen_len) != (batch, max_len):
+        raise ValueError(f"placement is for batch {w.batch}, max_len {w.prompt_len + w.gen_len}; "
+                         f"asked for {batch}, {max_len}")
+    return build_model(cfg, placement, dtype=dtype, seed=seed, tune=tune, name=placement.model)
 
 
 def swap_uva(model: nn.Module) -> int:

@@ -98,8 +98,6 @@ def offload(model: str | nn.Module, *, hbm_budget=None, hardware: str | Hardware
             dtype: torch.dtype = torch.bfloat16, seed: int = 0, tune: bool = True,
             graphs: bool | None = None) -> nn.Module:
     """Offload `model` (built-in name, local checkpoint folder, or an HF model) for one GPU."""
-    from dak.runtime.build import fill_random, place, skeleton
-    from dak.runtime.checkpoint import load_checkpoint
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be torch.bfloat16 or torch.float16, got {dtype}")
     profile = hardware if isinstance(hardware, HardwareProfile) else get_profile(hardware)
@@ -111,35 +109,56 @@ def offload(model: str | nn.Module, *, hbm_budget=None, hardware: str | Hardware
     else:
         raise ValueError(f"model must be a built-in name, a local folder or an HF model, got {type(model).__name__}")
     spec = ModelSpec.from_config(cfg, name=name)
-    from dak.kernels.attention_config import HEAD_DIMS
-    if spec.head_dim not in HEAD_DIMS:
-        raise ValueError(f"{name}: head_dim {spec.head_dim} is not supported by dak's split attention "
-                         f"(supported: {HEAD_DIMS})")
     w = workload_for(batch, max_len, prompt_len, gen_len, dtype)
+    check_head_dim(spec)
     placement = placement_for(spec, w, profile, hbm_budget, policy, host_ratio)
-    if not placement.feasible:
-        raise ValueError(f"no feasible placement: {placement.note}")
-    device = kernel_device()
-    host_req = [op.host_requests or 0 for op in placement.ops if op.kind == "attention"]
-    per_request = spec.kv_elements_per_token() * (w.prompt_len + w.gen_len) * torch.empty((), dtype=dtype).element_size()
-    check_memory(placement, sum(host_req) * per_request, device)
-    given = isinstance(model, nn.Module)
-    model = model.to(dtype) if given else skeleton(hf_config(cfg), dtype)
-    host_requests = place(model, placement, device, tune)
-    if folder is not None:
-        load_checkpoint(model, folder)
-    elif not given:
-        fill_random(model, seed)
-    model.eval()
-    register()
-    model.config._attn_implementation = ATTN_NAME
-    kv = DakKV(host_requests, batch, w.prompt_len + w.gen_len, spec.num_kv_heads, spec.head_dim, dtype, device)
-    kv.prepare(spec.num_heads, tune and device.type == "cuda")
+    model, kv = build_model(cfg, placement, dtype=dtype, seed=seed, tune=tune, folder=folder,
+                            module=model if isinstance(model, nn.Module) else None, name=name)
     engine = Engine(model, kv, graphs)
     model.dak_placement, model.dak_kv, model.dak_engine = placement, kv, engine
     model.generate = types.MethodType(_generate, model)
     model.dak_free = types.MethodType(_free, model)
     return model
+
+
+def check_head_dim(spec: ModelSpec) -> None:
+    from dak.kernels.attention_config import HEAD_DIMS
+    if spec.head_dim not in HEAD_DIMS:
+        raise ValueError(f"{spec.name}: head_dim {spec.head_dim} is not supported by dak's split attention "
+                         f"(supported: {HEAD_DIMS})")
+
+
+def build_model(cfg: dict, placement, *, dtype: torch.dtype, seed: int = 0, tune: bool = True,
+                folder: str | None = None, module: nn.Module | None = None, name: str = "custom"):
+    """(model, DakKV): the HF model of `cfg` built into `placement`'s homes.
+
+    Weights come from `folder` (safetensors), from `module` (an HF model, copied into the
+    homes), or a seeded fill that does not depend on the placement. Memory is checked first.
+    """
+    from dak.runtime.build import fill_random, place, skeleton
+    from dak.runtime.checkpoint import load_checkpoint
+    spec = ModelSpec.from_config(cfg, name=name)
+    check_head_dim(spec)
+    if not placement.feasible:
+        raise ValueError(f"no feasible placement: {placement.note}")
+    w = placement.workload
+    max_len = w.prompt_len + w.gen_len
+    device = kernel_device()
+    host_req = [op.host_requests or 0 for op in placement.ops if op.kind == "attention"]
+    per_request = spec.kv_elements_per_token() * max_len * torch.empty((), dtype=dtype).element_size()
+    check_memory(placement, sum(host_req) * per_request, device)
+    model = module.to(dtype) if module is not None else skeleton(hf_config(cfg), dtype)
+    host_requests = place(model, placement, device, tune)
+    if folder is not None:
+        load_checkpoint(model, folder)
+    elif module is None:
+        fill_random(model, seed)
+    model.eval()
+    register()
+    model.config._attn_implementation = ATTN_NAME
+    kv = DakKV(host_requests, w.batch, max_len, spec.num_kv_heads, spec.head_dim, dtype, device)
+    kv.prepare(spec.num_heads, tune and device.type == "cuda")
+    return model, kv
 
 
 def _generate(self, input_ids: torch.Tensor, max_new_tokens: int = 32, do_sample: bool = False,
