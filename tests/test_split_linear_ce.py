@@ -15,32 +15,19 @@ if not torch.cuda.is_available():  # conftest does this too; kept for running th
 from dak.host import PinnedBuffer, device_matrix  # noqa: E402
 from dak.kernels.config import KernelConfig, block_n_for  # noqa: E402
 from dak.kernels.split_linear_ce import ce_plan, ce_rows, split_linear_ce, staging_buffer  # noqa: E402
-from dak.runtime_env import kernel_device  # noqa: E402
-
-TOL = {torch.bfloat16: 1e-2, torch.float16: 2e-3}
-DEV = kernel_device()
+from linear_oracle import DEV, check, poisoned, split_inputs  # noqa: E402
 
 
 def _case(m, k, n, m_h, share, chunks, dtype, bias, seed):
-    g = torch.Generator().manual_seed(seed)
-    w, x = torch.randn(m, k, generator=g), torch.randn(n, k, generator=g)
-    b = torch.randn(m, generator=g) if bias else None
-    ref = x.to(dtype).double() @ w.to(dtype).double().T
-    if bias:
-        ref = ref + b.to(dtype).double()
-    wh = PinnedBuffer.from_tensor(w[:m_h].to(dtype))
-    wg = device_matrix(m - m_h, k, dtype, DEV)
-    wg.copy_(w[m_h:].to(dtype))
+    x, wh, wg, b, ref = split_inputs(m, k, n, m_h, dtype, bias, seed)
     cfg = KernelConfig(block_m=16, block_n=block_n_for(n), block_k=32, host_programs=2, hbm_programs=3,
                        ce_share=share, ce_chunks=chunks)
     stage = staging_buffer(DEV, dtype, m_h * wh.tensor.stride(0))
     stage.fill_(float("nan"))  # stale staging must never leak into results
-    out = torch.full((n, m), float("nan"), dtype=dtype, device=DEV)
-    res = split_linear_ce(x.to(dtype).to(DEV), wh.tensor, wg, None if b is None else b.to(dtype).to(DEV),
-                          cfg, stage, sms=4, out=out)
-    assert res is out and not out.isnan().any(), "some outputs were never written"
-    err = ((out.double().cpu() - ref).norm() / ref.norm()).item()
-    assert err < TOL[dtype], f"rel err {err}: m={m} k={k} n={n} m_h={m_h} share={share} chunks={chunks}"
+    out = poisoned(n, m, dtype)
+    res = split_linear_ce(x, wh.tensor, wg, b, cfg, stage, sms=4, out=out)
+    assert res is out
+    check(out, ref, dtype, f"m={m} k={k} n={n} m_h={m_h} share={share} chunks={chunks}")
 
 
 @pytest.mark.parametrize("share,chunks", [(1.0, 1), (1.0, 3), (0.5, 2), (0.25, 8)])

@@ -11,34 +11,19 @@ if not torch.cuda.is_available():  # conftest does this too; kept for running th
 from dak.host import PinnedBuffer, device_matrix  # noqa: E402
 from dak.kernels.config import KernelConfig, block_n_for, finalize  # noqa: E402
 from dak.kernels.split_linear import split_linear  # noqa: E402
-from dak.runtime_env import kernel_device  # noqa: E402
-
-TOL = {torch.bfloat16: 1e-2, torch.float16: 2e-3}
-DEV = kernel_device()
+from linear_oracle import DEV, check, poisoned, split_inputs  # noqa: E402
 
 
 def _split_case(m, k, n, m_h, dtype, bias, host_tma, hbm_tma, block_m=16, block_k=32, seed=0, split=1):
-    g = torch.Generator().manual_seed(seed)
-    w = torch.randn(m, k, generator=g)
-    x = torch.randn(n, k, generator=g)
-    b = torch.randn(m, generator=g) if bias else None
-    ref = x.to(dtype).double() @ w.to(dtype).double().T
-    if bias:
-        ref = ref + b.to(dtype).double()
-    wh = PinnedBuffer.from_tensor(w[:m_h].to(dtype))
-    wg = device_matrix(m - m_h, k, dtype, DEV)
-    wg.copy_(w[m_h:].to(dtype))
+    x, wh, wg, b, ref = split_inputs(m, k, n, m_h, dtype, bias, seed)
     cfg = finalize(KernelConfig(block_m=block_m, block_n=block_n_for(n), block_k=block_k,
                                 host_programs=2, hbm_programs=3, host_tma=host_tma, hbm_tma=hbm_tma,
                                 host_split_k=split),
                    m_h, m - m_h, sms=4)
-    out = torch.full((n, m), float("nan"), dtype=dtype, device=DEV)  # poisoned
-    res = split_linear(x.to(dtype).to(DEV), wh.tensor, wg, None if b is None else b.to(dtype).to(DEV),
-                       cfg, out=out)
+    out = poisoned(n, m, dtype)
+    res = split_linear(x, wh.tensor, wg, b, cfg, out=out)
     assert res is out
-    assert not out.isnan().any(), "some outputs were never written"
-    err = ((out.double().cpu() - ref).norm() / ref.norm()).item()
-    assert err < TOL[dtype], f"rel err {err} for m={m} k={k} n={n} m_h={m_h} {dtype}"
+    check(out, ref, dtype, f"m={m} k={k} n={n} m_h={m_h} {dtype}")
 
 
 @pytest.mark.parametrize("n", [1, 3, 17, 64, 130])

@@ -24,13 +24,7 @@ from torch import nn
 
 from dak.host import PinnedBuffer
 from dak.nn.split_linear import SplitLinear
-
-
-def _device_view(t: torch.Tensor, device: torch.device) -> torch.Tensor:
-    if device.type != "cuda" or t.numel() == 0:
-        return t
-    from dak.baselines.linear import uva_view
-    return uva_view(t)
+from dak.runtime.embedding import device_view
 
 
 class UVASplit(nn.Module):
@@ -43,7 +37,7 @@ class UVASplit(nn.Module):
         self.__dict__["_owner"] = split  # keeps the pinned rows alive; not a submodule
         self._host = split._host  # freed by the backend's free()
         self.in_features, self.out_features = split.in_features, split.out_features
-        self.weight_view = _device_view(split.w_host, split.w_hbm.device)
+        self.weight_view = device_view(split.w_host, split.w_hbm.device)
         self.register_buffer("bias", split.bias, persistent=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

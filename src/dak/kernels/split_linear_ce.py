@@ -28,6 +28,7 @@ import torch.nn.functional as F
 from dak.kernels.buffers import shared_buffer
 from dak.kernels.config import KernelConfig, cdiv, finalize
 from dak.kernels.split_linear import check_split_args, split_linear
+from dak.kernels.streams import side_stream
 
 
 @dataclass(frozen=True)
@@ -72,13 +73,7 @@ def _padded_rows(w: torch.Tensor, lo: int, hi: int) -> torch.Tensor:
     return w.as_strided((hi - lo, w.stride(0)), (w.stride(0), 1), w.storage_offset() + lo * w.stride(0))
 
 
-class _Streams:
-    """A copy stream and a compute stream per device, created on first use."""
-
-    _by_device: dict = {}
-
-    @classmethod
-    def get(cls, device: torch.device):
+def get(cls, device: torch.device):
         if device not in cls._by_device:
             cls._by_device[device] = (torch.cuda.Stream(device), torch.cuda.Stream(device))
         return cls._by_device[device]
@@ -119,7 +114,7 @@ def split_linear_ce(x: torch.Tensor, w_host: torch.Tensor, w_hbm: torch.Tensor, 
         if rest[0].shape[0] + m_g:
             split_linear(x, *rest[:4], out=rest[4])
         return out
-    copy_s, comp_s = _Streams.get(x.device)
+    copy_s, comp_s = side_stream(x.device, "copy"), side_stream(x.device, "compute")
     main = torch.cuda.current_stream(x.device)
     copy_s.wait_stream(main)
     comp_s.wait_stream(main)

@@ -14,7 +14,8 @@ import torch.nn.functional as F
 from torch import nn
 
 
-def _device_view(t: torch.Tensor, device: torch.device) -> torch.Tensor:
+def device_view(t: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A CUDA (UVA) view of pinned host tensor `t` on a GPU; `t` itself on the CPU or when empty."""
     if device.type != "cuda" or t.numel() == 0:
         return t
     from dak.baselines.linear import uva_view
@@ -35,7 +36,7 @@ class SplitEmbedding(nn.Module):
         self.num_embeddings = w_host.shape[0] + w_hbm.shape[0]
         self.embedding_dim = w_hbm.shape[1]
         self._w_host = w_host
-        self.host_view = _device_view(w_host, w_hbm.device)
+        self.host_view = device_view(w_host, w_hbm.device)
         self.register_buffer("w_hbm", w_hbm, persistent=False)
 
     def release(self) -> None:
