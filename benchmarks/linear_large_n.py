@@ -7,6 +7,7 @@ configs for each host path:
   triton_once     host tile read once, other token blocks from an HBM slot
   cuda_multicast  host tile read once per cluster span (TMA multicast, clusters 2/4/8)
   ce              all host rows staged by the copy engine in chunks, multiplied by cuBLAS
+  ce_cublas       as ce, and the HBM rows by cuBLAS too (no split kernel)
 and records link bytes per host byte (counted from each grid), the dense compute time
 T_comp = 2NMK / F (F = torch's all-HBM FLOP/s on this shape at the run's largest N), the
 compute-aware bound max(T_comp, (1-x)C/B_g, xC/B_h) (B_g = torch's GEMV bandwidth on this
@@ -35,6 +36,7 @@ GRIDS = {
                             host_programs=132, block_n=128)
                        for c, bm, bn in ((2, 128, 128), (4, 64, 128), (8, 64, 256))],
     "ce": [dict(ce_share=1.0, ce_chunks=ch, block_n=128) for ch in (4, 8)],
+    "ce_cublas": [dict(ce_share=1.0, ce_chunks=ch, hbm_cublas=True) for ch in (2, 4, 8)],
 }
 
 

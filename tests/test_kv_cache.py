@@ -79,6 +79,27 @@ def test_write_with_start_and_strided_source():
         assert torch.equal(k[b, :, s0:s0 + n], src[b, :, :n])
 
 
+@pytest.mark.parametrize("b_h", [0, 2, 5])
+def test_prompt_writes_in_request_chunks_match_one_write(b_h):
+    """Requests [first, first + Bs) land where one whole-batch write puts them, host/HBM boundary
+    crossed or not; requests outside the chunk are untouched."""
+    src = torch.randn(5, 2, 7, 64).to(BF)
+    plen = torch.tensor([7, 3, 5, 1, 6], dtype=torch.int32)
+    whole, chunked = _cache(batch=5, b_h=b_h, s=9), _cache(batch=5, b_h=b_h, s=9)
+    whole.write_prompt(1, src, src, plen)
+    for part in chunked.parts(1):
+        part.fill_(float("nan"))
+    for r0, r1 in ((0, 1), (1, 3), (3, 5)):
+        chunked.write_prompt(1, src[r0:r1], src[r0:r1], plen[r0:r1], first=r0)
+        k, _ = chunked.gather(1)
+        for b in range(r1, 5):
+            assert k[b].isnan().all(), f"request {b} written before its chunk"
+    _same(chunked, 1, src, src, plen)
+    _same(whole, 1, src, src, plen)
+    with pytest.raises(ValueError, match="do not fit the cache's batch 5"):
+        chunked.write_prompt(1, src[:2], src[:2], plen[:2], first=4)
+
+
 def test_hf_adapter_prefill_then_decode():
     torch.manual_seed(0)
     cache = _cache(batch=2, b_h=1, hkv=2, s=16, d=64, dtype=BF)

@@ -92,3 +92,20 @@ def test_prefill_logits_match_hf(checkpoints):
             ref = hf(ids[b:b + 1, :n]).logits[0, -1].float()
         err = (logits[b].cpu() - ref).abs().max() / ref.abs().max()
         assert err < 1e-2, f"request {b} (prompt {n}): rel err {err}"
+
+
+def test_prefill_in_request_chunks_gives_the_same_tokens(checkpoints):
+    """Prefill split into request chunks (so activations fit the free HBM) changes nothing."""
+    hf, path = checkpoints["tiny-llama"]
+    model = dak.offload(path, batch=3, max_len=PROMPT + 4, host_ratio=0.3, dtype=DTYPE, tune=False)
+    ids = torch.randint(3, hf.config.vocab_size, (3, PROMPT), generator=torch.Generator().manual_seed(3))
+    plen = torch.tensor([PROMPT, 2, 4])
+    engine = model.dak_engine
+    whole = model.generate(ids, max_new_tokens=4, prompt_lengths=plen)
+    for tokens in (PROMPT, 2 * PROMPT):  # 1 and 2 requests per forward
+        engine.prefill_tokens = tokens
+        assert engine.prefill_rows(3, PROMPT) == tokens // PROMPT
+        assert torch.equal(model.generate(ids, max_new_tokens=4, prompt_lengths=plen), whole)
+    with pytest.raises(ValueError, match="prefill_tokens"):
+        type(engine)(model, model.dak_kv, graphs=False, prefill_tokens=0)
+    model.dak_free()

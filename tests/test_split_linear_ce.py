@@ -18,16 +18,16 @@ from dak.kernels.split_linear_ce import ce_plan, ce_rows, split_linear_ce, stagi
 from linear_oracle import DEV, check, poisoned, split_inputs  # noqa: E402
 
 
-def _case(m, k, n, m_h, share, chunks, dtype, bias, seed):
+def _case(m, k, n, m_h, share, chunks, dtype, bias, seed, cublas=False):
     x, wh, wg, b, ref = split_inputs(m, k, n, m_h, dtype, bias, seed)
     cfg = KernelConfig(block_m=16, block_n=block_n_for(n), block_k=32, host_programs=2, hbm_programs=3,
-                       ce_share=share, ce_chunks=chunks)
-    stage = staging_buffer(DEV, dtype, m_h * wh.tensor.stride(0))
+                       ce_share=share, ce_chunks=chunks, hbm_cublas=cublas)
+    stage = staging_buffer(DEV, dtype, max(1, m_h * wh.tensor.stride(0)))
     stage.fill_(float("nan"))  # stale staging must never leak into results
     out = poisoned(n, m, dtype)
     res = split_linear_ce(x, wh.tensor, wg, b, cfg, stage, sms=4, out=out)
     assert res is out
-    check(out, ref, dtype, f"m={m} k={k} n={n} m_h={m_h} share={share} chunks={chunks}")
+    check(out, ref, dtype, f"m={m} k={k} n={n} m_h={m_h} share={share} chunks={chunks} cublas={cublas}")
 
 
 @pytest.mark.parametrize("share,chunks", [(1.0, 1), (1.0, 3), (0.5, 2), (0.25, 8)])
@@ -40,6 +40,19 @@ def test_ce_split_matches_reference(share, chunks, n):
 def test_ce_all_rows_on_host_and_odd_k():
     _case(45, 13, 3, 45, 1.0, 2, torch.bfloat16, bias=True, seed=1)  # 13 columns: padded host rows
     _case(45, 13, 3, 45, 0.5, 4, torch.float16, bias=False, seed=2)
+
+
+@pytest.mark.parametrize("m,m_h,n", [(83, 50, 130), (45, 45, 70), (61, 0, 90), (77, 3, 1)])
+def test_hbm_rows_by_cublas_with_all_host_rows_staged(m, m_h, n):
+    """hbm_cublas: host rows staged in chunks, HBM rows by torch's GEMM, written into the output's
+    column slices (no temporaries); all-host, no-host and odd shapes."""
+    for i, dtype in enumerate((torch.bfloat16, torch.float16)):
+        _case(m, 40 + i, n, m_h, 1.0, 3, dtype, bias=i == 0, seed=m + n + i, cublas=True)
+
+
+def test_hbm_cublas_needs_every_host_row_staged():
+    with pytest.raises(ValueError, match="hbm_cublas needs ce_share=1"):
+        KernelConfig(ce_share=0.5, hbm_cublas=True)
 
 
 def test_ce_plan_covers_host_rows_once():

@@ -118,10 +118,11 @@ class SplitKVCache:
             raise ValueError(f"{name} needs a contiguous head_dim axis (strides {t.stride()}); call .contiguous()")
 
     def write(self, layer: int, k: torch.Tensor, v: torch.Tensor, start: torch.Tensor | None = None,
-              count: torch.Tensor | None = None, shift: int = 0, validate: bool = True) -> None:
-        """Store tokens k, v (Bs, Hkv, L, D) of requests [0, Bs) at positions start[b] + shift + t,
-        t < count[b] (all L tokens when count is None; start 0 when None). Capturable;
-        `validate` (eager only, a device sync) checks that the positions fit in max_len."""
+              count: torch.Tensor | None = None, shift: int = 0, validate: bool = True, first: int = 0) -> None:
+        """Store tokens k, v (Bs, Hkv, L, D) of requests [first, first + Bs) at positions
+        start[b] + shift + t, t < count[b] (all L tokens when count is None; start 0 when None;
+        start/count index the Bs given requests). Capturable; `validate` (eager only, a device
+        sync) checks that the positions fit in max_len."""
         from dak.kernels.kv_write import kv_write
         layer = self._layer(layer)
         self._check_src("k", k, 4)
@@ -129,18 +130,30 @@ class SplitKVCache:
         if k.shape != v.shape:
             raise ValueError(f"k and v shapes differ: {tuple(k.shape)} vs {tuple(v.shape)}")
         bs, n_tok = k.shape[0], k.shape[2]
+        if isinstance(first, bool) or not isinstance(first, int) or first < 0 or first + bs > self.batch:
+            raise ValueError(f"requests [{first}, {first} + {bs}) do not fit the cache's batch {self.batch}")
         validate = validate and not _capturing()
         for name, t in (("start", start), ("count", count)):
             if t is not None:
                 check_lengths(t, bs, self.max_len, self.device, validate=False, name=name)
         if validate and bs:
-            first = shift + (0 if start is None else int(start[:bs].min()))
+            lo = shift + (0 if start is None else int(start[:bs].min()))
             n = torch.full((bs,), n_tok, device=self.device) if count is None else count[:bs].clamp(max=n_tok)
             last = (n + shift + (0 if start is None else start[:bs])).max()
-            if first < 0 or int(last) > self.max_len:
-                raise ValueError(f"writing positions [{first}, {int(last)}) does not fit the cache's "
+            if lo < 0 or int(last) > self.max_len:
+                raise ValueError(f"writing positions [{lo}, {int(last)}) does not fit the cache's "
                                  f"max_len {self.max_len}; build the cache with a larger max_len")
-        kv_write(k, v, *self.parts(layer), start, count, shift)
+        kv_write(k, v, *self._request_parts(layer, first, bs), start, count, shift)
+
+    def _request_parts(self, layer: int, first: int, count: int):
+        """parts() of requests [first, first + count): host requests come first, then HBM ones."""
+        kh, vh, kg, vg = self.parts(layer)
+        if first == 0 and count == self.batch:
+            return kh, vh, kg, vg
+        b_h = kh.shape[0]
+        h0, h1 = min(first, b_h), min(first + count, b_h)
+        g0, g1 = max(first - b_h, 0), max(first + count - b_h, 0)
+        return kh[h0:h1], vh[h0:h1], kg[g0:g1], vg[g0:g1]
 
     def append(self, layer: int, k_new: torch.Tensor, v_new: torch.Tensor,
                lengths: torch.Tensor | None = None, validate: bool = True) -> None:
@@ -166,10 +179,11 @@ class SplitKVCache:
         self.write(0, zeros, zeros, no_len, None, shift=-1, validate=False)
 
     def write_prompt(self, layer: int, k: torch.Tensor, v: torch.Tensor,
-                     prompt_lengths: torch.Tensor | None = None, validate: bool = True) -> None:
-        """Store prompts k, v (Bs, Hkv, L, D) at positions [0, prompt_lengths[b]) (right padding
-        beyond a request's prompt length is not stored; all L tokens when None)."""
-        self.write(layer, k, v, None, prompt_lengths, validate=validate)
+                     prompt_lengths: torch.Tensor | None = None, validate: bool = True, first: int = 0) -> None:
+        """Store prompts k, v (Bs, Hkv, L, D) of requests [first, first + Bs) at positions
+        [0, prompt_lengths[b]) (right padding beyond a request's prompt length is not stored; all
+        L tokens when None)."""
+        self.write(layer, k, v, None, prompt_lengths, validate=validate, first=first)
 
     def gather(self, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
         """K, V of every request as (batch, Hkv, max_len, D) copies on the device (for checks)."""

@@ -48,6 +48,10 @@ class KernelConfig:
         "cuda_multicast": a CUDA kernel fetches each host tile once per thread-block cluster of
         `mc_cluster` CTAs by TMA multicast, each CTA covering `mc_block_n` tokens of
         `mc_block_m`-row tiles (dak.kernels.split_linear_mc).
+    hbm_cublas: HBM rows by torch's GEMM (cuBLAS) instead of the split kernel's HBM programs;
+        needs ce_share=1 (every host row staged by the copy engine and multiplied by cuBLAS as
+        it lands). For many tokens (prefill, large batches) the GEMMs run near the tensor-core
+        peak, which the split kernel's decode-shaped tiles do not.
     """
 
     block_m: int = 32
@@ -66,6 +70,7 @@ class KernelConfig:
     mc_cluster: int = 4
     mc_block_m: int = 64
     mc_block_n: int = 128
+    hbm_cublas: bool = False
 
     def __post_init__(self):
         for f in ("block_m", "block_n", "block_k"):
@@ -81,7 +86,9 @@ class KernelConfig:
         if not 0.0 <= self.ce_share <= 1.0 or self.ce_chunks < 1:
             raise ValueError(f"ce_share must be in [0, 1] and ce_chunks >= 1, got "
                              f"{self.ce_share}/{self.ce_chunks}")
-
+        if self.hbm_cublas and self.ce_share < 1:
+            raise ValueError(f"hbm_cublas needs ce_share=1 (every host row staged by the copy engine), "
+                             f"got ce_share={self.ce_share}")
         if self.host_kernel not in HOST_KERNELS:
             raise ValueError(f"host_kernel must be one of {HOST_KERNELS}, got {self.host_kernel!r}")
         if (self.mc_cluster not in (1, 2, 4, 8) or self.mc_block_m not in (64, 128)
@@ -141,6 +148,7 @@ def heuristic_config(n_tokens: int, m_host: int, m_hbm: int, k: int, sms: int, t
     if interpreting():  # the CPU interpreter pays per tile iteration: fewer, larger tiles
         block_m = 64
     split, host_tiles, k_iters = 1, cdiv(m_host, block_m), cdiv(k, pick_block_k(k))
+    many = n_tokens > MAX_DECODE_TOKENS  # prefill / large batch: cuBLAS GEMMs, host rows staged
     while host_tiles and host_tiles * split < 16 and 2 * split <= min(8, k_iters // 2):
         split *= 2  # few host row tiles: split their reduction so more programs read the link
     cfg = KernelConfig(
@@ -154,8 +162,9 @@ def heuristic_config(n_tokens: int, m_host: int, m_hbm: int, k: int, sms: int, t
         hbm_programs=2 * sms,
         host_tma=False,
         hbm_tma=False,
-        ce_share=1.0 if m_host > LINK_BOUND_SHARE * m_total else 0.0,
+        ce_share=1.0 if many or m_host > LINK_BOUND_SHARE * m_total else 0.0,
         ce_chunks=4,
+        hbm_cublas=many,
         host_kernel="triton_once" if n_tokens > block_n else "triton",
     )
     return finalize(cfg, m_host, m_hbm, sms)

@@ -13,7 +13,9 @@ Host rows [0, m_ce) (m_ce = ce_share * m_h, rounded to row tiles) are copied chu
 an HBM staging buffer (`staging`, at least (m_ce, row stride) elements; shared by operators that
 run one after another on a stream) and each chunk is multiplied by torch's GEMM (cuBLAS picks
 split-K for few, long rows) as soon as it lands, on a third stream, while the split kernel runs. Every host
-byte still crosses the link once. All ordering uses CUDA events, so the whole thing captures
+byte still crosses the link once. With `hbm_cublas` (many tokens: prefill, large batches) every
+host row is staged and the main stream multiplies the HBM rows by cuBLAS too, instead of the
+split kernel. All ordering uses CUDA events, so the whole thing captures
 into a CUDA graph. Under the interpreter (no GPU) the same steps run in order on the CPU.
 """
 
@@ -23,7 +25,6 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import torch
-import torch.nn.functional as F
 
 from dak.kernels.buffers import shared_buffer
 from dak.kernels.config import KernelConfig, cdiv, finalize
@@ -55,7 +56,7 @@ def ce_plan(cfg: KernelConfig, m_h: int, m_g: int, sms: int) -> CEPlan:
     n_chunks = max(1, min(cfg.ce_chunks, cdiv(m_ce, cfg.block_m)))
     per = cdiv(cdiv(m_ce, n_chunks), cfg.block_m) * cfg.block_m if m_ce else 0
     chunks = tuple((lo, min(lo + per, m_ce)) for lo in range(0, m_ce, per)) if m_ce else ()
-    main = finalize(replace(cfg, ce_share=0.0, ce_chunks=1), m_h - m_ce, m_g, sms)
+    main = finalize(replace(cfg, ce_share=0.0, ce_chunks=1, hbm_cublas=False), m_h - m_ce, m_g, sms)
     return CEPlan(m_ce, chunks, main)
 
 
@@ -73,10 +74,13 @@ def _padded_rows(w: torch.Tensor, lo: int, hi: int) -> torch.Tensor:
     return w.as_strided((hi - lo, w.stride(0)), (w.stride(0), 1), w.storage_offset() + lo * w.stride(0))
 
 
-def get(cls, device: torch.device):
-        if device not in cls._by_device:
-            cls._by_device[device] = (torch.cuda.Stream(device), torch.cuda.Stream(device))
-        return cls._by_device[device]
+def _gemm_into(out: torch.Tensor, x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None) -> None:
+    """out = x @ w^T + bias by torch's GEMM, straight into `out` (a column slice of the output:
+    cuBLAS writes it with the full row stride, no temporary)."""
+    if bias is None:
+        torch.mm(x, w.t(), out=out)
+    else:
+        torch.addmm(bias, x, w.t(), out=out)
 
 
 def split_linear_ce(x: torch.Tensor, w_host: torch.Tensor, w_hbm: torch.Tensor, bias: torch.Tensor | None,
@@ -92,27 +96,37 @@ def split_linear_ce(x: torch.Tensor, w_host: torch.Tensor, w_hbm: torch.Tensor, 
     if out is None:
         out = torch.empty((n, m_h + m_g), dtype=x.dtype, device=x.device)
     plan = ce_plan(cfg, m_h, m_g, sms)
-    if plan.m_ce == 0 or n == 0:
-        return split_linear(x, w_host, w_hbm, bias, plan.main, out=out)
+    if n == 0:
+        return out
+
+    def bias_of(lo, hi):
+        return None if bias is None else bias[lo:hi]
+
+    def rest():  # the main stream's part: in-place host rows [m_ce, m_h) and the HBM rows
+        if cfg.hbm_cublas:  # m_ce == m_h
+            if m_g:
+                _gemm_into(out[:, m_h:], x, w_hbm, bias_of(m_h, m_h + m_g))
+        elif m_h - plan.m_ce + m_g:
+            split_linear(x, w_host[plan.m_ce:], w_hbm, bias_of(plan.m_ce, m_h + m_g), plan.main,
+                         out=out[:, plan.m_ce:])
+
+    if plan.m_ce == 0:
+        rest()
+        return out
     end = w_host.storage_offset() + plan.m_ce * w_host.stride(0)
     if w_host.untyped_storage().nbytes() < end * w_host.element_size():
         raise ValueError("w_host's storage must hold whole padded rows; use a dak.host.PinnedBuffer")
     stage = staging_rows_view(staging, plan.m_ce, w_host)
 
-    def bias_of(lo, hi):
-        return None if bias is None else bias[lo:hi]
-
     def chunk(i):  # staged rows are HBM rows: torch's GEMM (split-K for few, long rows)
         lo, hi = plan.chunks[i]
-        out[:, lo:hi].copy_(F.linear(x, stage[lo:hi, :k], bias_of(lo, hi)))
+        _gemm_into(out[:, lo:hi], x, stage[lo:hi, :k], bias_of(lo, hi))
 
-    rest = (w_host[plan.m_ce:], w_hbm, bias_of(plan.m_ce, m_h + m_g), plan.main, out[:, plan.m_ce:])
     if x.device.type != "cuda":  # interpreter: same steps, in order
         for i, (lo, hi) in enumerate(plan.chunks):
             stage[lo:hi].copy_(_padded_rows(w_host, lo, hi))
             chunk(i)
-        if rest[0].shape[0] + m_g:
-            split_linear(x, *rest[:4], out=rest[4])
+        rest()
         return out
     copy_s, comp_s = side_stream(x.device, "copy"), side_stream(x.device, "compute")
     main = torch.cuda.current_stream(x.device)
@@ -125,8 +139,7 @@ def split_linear_ce(x: torch.Tensor, w_host: torch.Tensor, w_hbm: torch.Tensor, 
             ev = torch.cuda.Event()
             ev.record(copy_s)
             landed.append(ev)
-    if rest[0].shape[0] + m_g:
-        split_linear(x, *rest[:4], out=rest[4])
+    rest()
     with torch.cuda.stream(comp_s):
         for i, ev in enumerate(landed):
             comp_s.wait_event(ev)

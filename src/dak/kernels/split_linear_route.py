@@ -1,7 +1,8 @@
 """One entry point for every split-linear path, chosen by the launch config.
 
     cfg.host_kernel == "cuda_multicast"  -> dak.kernels.split_linear_mc (host rows by CUDA clusters)
-    cfg.ce_share > 0                      -> dak.kernels.split_linear_ce (part of the host rows by copy engine)
+    cfg.ce_share > 0 or cfg.hbm_cublas    -> dak.kernels.split_linear_ce (part of the host rows by copy
+                                             engine; with hbm_cublas all of them, HBM rows by cuBLAS)
     otherwise                             -> dak.kernels.split_linear (one Triton launch; host rows
                                              re-read per token block, or once with "triton_once")
 """
@@ -24,7 +25,7 @@ def run_split_linear(x: torch.Tensor, w_host: torch.Tensor, w_hbm: torch.Tensor,
     if cfg.host_kernel == "cuda_multicast":
         from dak.kernels.split_linear_mc import split_linear_mc
         return split_linear_mc(x, w_host, w_hbm, bias, cfg, sms, out=out)
-    if cfg.ce_share > 0:
+    if cfg.ce_share > 0 or cfg.hbm_cublas:
         from dak.kernels.split_linear_ce import ce_rows, split_linear_ce, staging_buffer
         if staging is None:
             need = ce_rows(cfg, w_host.shape[0]) * w_host.stride(0)

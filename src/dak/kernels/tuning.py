@@ -73,6 +73,8 @@ def cached(key: str) -> KernelConfig | None:
 
 
 def _knobs(n: int, m_h: int, m_g: int, sms: int, tma_ok: bool):
+    if n > 64:
+        yield "hbm_cublas", [False, True]
     if m_h:
         yield "ce_share", [0.0, 0.5, 1.0]
         yield "ce_chunks", [1, 2, 4, 8]
@@ -130,6 +132,8 @@ def sweep(run: Callable[[KernelConfig], object], n: int, m_h: int, m_g: int, k: 
         for v in values:
             if v == getattr(best, name) or (name == "ce_chunks" and best.ce_share == 0):
                 continue
+            if best.hbm_cublas and name not in ("hbm_cublas", "ce_chunks"):
+                continue  # cuBLAS for the HBM rows, copy engine for the host rows: nothing else applies
             mc = best.host_kernel == "cuda_multicast"
             if name in ("host_programs", "host_split_k") and best.ce_share == 1 and not mc:
                 continue  # no host rows are read in place

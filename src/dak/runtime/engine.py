@@ -64,8 +64,13 @@ class GenerateResult:
 class Engine:
     """Runs `model` (HF causal LM with dak modules) over `kv` for a static batch."""
 
-    def __init__(self, model, kv: DakKV, graphs: bool | None = None):
+    def __init__(self, model, kv: DakKV, graphs: bool | None = None, prefill_tokens: int | None = None):
+        if prefill_tokens is not None and (isinstance(prefill_tokens, bool) or not isinstance(prefill_tokens, int)
+                                           or prefill_tokens < 1):
+            raise ValueError(f"prefill_tokens must be a positive integer or None (sized from free HBM), "
+                             f"got {prefill_tokens!r}")
         self.model, self.kv = model, kv
+        self.prefill_tokens = prefill_tokens
         self.base = model.base_model
         self.device = kv.device
         self.batch = kv.batch
@@ -111,16 +116,43 @@ class Engine:
         self.kv.lengths.zero_()
         self._graphs[s] = g
 
+    def prefill_rows(self, b: int, n: int) -> int:
+        """Requests prefilled per forward: `prefill_tokens` // n, or (None, on a GPU) as many as
+        the free HBM holds the activations of (2.5 x the planner's prefill workspace each)."""
+        if self.prefill_tokens is not None:
+            return max(1, min(b, self.prefill_tokens // n))
+        if self.device.type != "cuda":
+            return b
+        from dak.models.ops import Workload, minimum_hbm_set
+        from dak.models.spec import ModelSpec
+        spec = ModelSpec.from_config(self.model.config.to_dict())
+        w = Workload(phase="prefill", batch=1, prompt_len=n, gen_len=0)  # bf16 and fp16: same bytes
+        per_request = 2.5 * minimum_hbm_set(spec, w).workspace
+        free = torch.cuda.mem_get_info(self.device)[0] + torch.cuda.memory_reserved(self.device) \
+            - torch.cuda.memory_allocated(self.device)
+        return max(1, min(b, int(0.8 * free / per_request)))
+
     @torch.no_grad()
     def prefill(self, ids: torch.Tensor, prompt_lengths: torch.Tensor) -> torch.Tensor:
-        """Right-padded prompts (B, L) -> fp32 logits (B, V) at each prompt's last token."""
+        """Right-padded prompts (B, L) -> fp32 logits (B, V) at each prompt's last token.
+
+        Runs in chunks of `prefill_rows` requests, so activations stay within the free HBM."""
         b, n = ids.shape
         self.kv.lengths.copy_(prompt_lengths)
-        self.kv.prompt_lengths = prompt_lengths
-        pos = torch.arange(n, device=self.device).expand(b, n)
-        h = self._forward(ids, pos)
-        last = h[torch.arange(b, device=self.device), (prompt_lengths - 1).long()]
-        return self.model.lm_head(last.unsqueeze(1))[:, 0].float()
+        rows = self.prefill_rows(b, n)
+        logits = []
+        try:
+            for r0 in range(0, b, rows):
+                r1 = min(b, r0 + rows)
+                plen = prompt_lengths[r0:r1]
+                self.kv.prefill_first, self.kv.prompt_lengths = r0, plen
+                pos = torch.arange(n, device=self.device).expand(r1 - r0, n)
+                h = self._forward(ids[r0:r1], pos)
+                last = h[torch.arange(r1 - r0, device=self.device), (plen - 1).long()]
+                logits.append(self.model.lm_head(last.unsqueeze(1))[:, 0].float())
+        finally:
+            self.kv.prefill_first, self.kv.prompt_lengths = 0, prompt_lengths
+        return logits[0] if len(logits) == 1 else torch.cat(logits)
 
     @torch.no_grad()
     def generate(self, ids: torch.Tensor, max_new_tokens: int, prompt_lengths: torch.Tensor | None = None,

@@ -43,7 +43,8 @@ class DakKV:
                 local[layer] = i
         self.where = [(self.caches[int(b_h)], local[layer]) for layer, b_h in enumerate(host_requests)]
         self.lengths = torch.zeros(batch, dtype=torch.int32, device=device)
-        self.prompt_lengths: torch.Tensor | None = None
+        self.prompt_lengths: torch.Tensor | None = None  # of the requests being prefilled
+        self.prefill_first = 0  # the first request being prefilled (prefill runs in request chunks)
 
     @property
     def host_bytes(self) -> int:
@@ -80,7 +81,7 @@ def dak_attention(module, query, key, value, attention_mask=None, scaling=None, 
         out = split_decode_attention(query.contiguous(), cache, layer, lengths=dak_kv.lengths, scale=scaling)
     else:
         out = prefill_attention(query, key.contiguous(), value.contiguous(), cache, layer,
-                                dak_kv.prompt_lengths, scale=scaling)
+                                dak_kv.prompt_lengths, scale=scaling, first=dak_kv.prefill_first)
     return out.transpose(1, 2).contiguous(), None
 
 
