@@ -134,7 +134,10 @@ def finalize(cfg: KernelConfig, m_host: int, m_hbm: int, sms: int, hbm_occupancy
         host = max(cfg.host_programs, cfg.mc_cluster)  # CTAs; its launcher clamps to work items
     hbm_cap = cfg.hbm_programs or sms * hbm_occupancy
     hbm = balanced_programs(hbm_tiles, hbm_cap)
-    return replace(cfg, host_programs=host, hbm_programs=hbm, host_split_k=split)
+    # triton_once at 2 pipeline stages gave wrong sums on the H200 (Triton 3.6: ~0.1% of the
+    # outputs of the slot-read token blocks, varying run to run); 3+ stages were exact.
+    stages = max(cfg.num_stages, 3) if cfg.host_kernel == "triton_once" else cfg.num_stages
+    return replace(cfg, host_programs=host, hbm_programs=hbm, host_split_k=split, num_stages=stages)
 
 
 def heuristic_config(n_tokens: int, m_host: int, m_hbm: int, k: int, sms: int, tma_ok: bool) -> KernelConfig:

@@ -91,7 +91,7 @@ def split_attention_ce(q: torch.Tensor, k_host: torch.Tensor, v_host: torch.Tens
             attend(lo, hi)
         attend_rest()
         return out
-    copy_s, comp_s = side_stream(q.device, "copy"), side_stream(q.device, "compute")
+    copy_s, comp_s = side_stream(q.device, "attention-copy"), side_stream(q.device, "attention-compute")
     main = torch.cuda.current_stream(q.device)
     copy_s.wait_stream(main)
     comp_s.wait_stream(main)

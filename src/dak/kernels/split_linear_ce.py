@@ -83,14 +83,30 @@ def _gemm_into(out: torch.Tensor, x: torch.Tensor, w: torch.Tensor, bias: torch.
         torch.addmm(bias, x, w.t(), out=out)
 
 
+def issue_copies(w_host: torch.Tensor, plan: CEPlan, stage: torch.Tensor, copy_s: torch.cuda.Stream) -> list:
+    """Queue plan's chunk copies of w_host into `stage` on `copy_s`; one landed event per chunk."""
+    landed = []
+    with torch.cuda.stream(copy_s):
+        for lo, hi in plan.chunks:
+            stage[lo:hi].copy_(_padded_rows(w_host, lo, hi), non_blocking=True)
+            ev = torch.cuda.Event()
+            ev.record(copy_s)
+            landed.append(ev)
+    return landed
+
+
 def split_linear_ce(x: torch.Tensor, w_host: torch.Tensor, w_hbm: torch.Tensor, bias: torch.Tensor | None,
                     cfg: KernelConfig, staging: torch.Tensor, sms: int,
-                    out: torch.Tensor | None = None) -> torch.Tensor:
+                    out: torch.Tensor | None = None, ahead=None) -> torch.Tensor:
     """Y = x @ cat(w_host, w_hbm)^T + bias with host rows [0, m_ce) staged by the copy engine.
 
     Shapes and dtypes as `split_linear`; `staging` is a flat HBM buffer of w_host's dtype with
     at least m_ce * w_host.stride(0) elements. w_host must have whole padded rows in its storage
     (true for dak.host.PinnedBuffer). Returns `out` (allocated if None).
+
+    `ahead` = (dak.kernels.copy_ahead.Step, the calling SplitLinear), GPU only: the copies were
+    queued earlier into the operator's copy-ahead slot (`staging` is ignored); its GEMMs then
+    release the slot.
     """
     n, k, m_h, m_g = check_split_args(x, w_host, w_hbm, bias, out)
     if out is None:
@@ -116,7 +132,11 @@ def split_linear_ce(x: torch.Tensor, w_host: torch.Tensor, w_hbm: torch.Tensor, 
     end = w_host.storage_offset() + plan.m_ce * w_host.stride(0)
     if w_host.untyped_storage().nbytes() < end * w_host.element_size():
         raise ValueError("w_host's storage must hold whole padded rows; use a dak.host.PinnedBuffer")
-    stage = staging_rows_view(staging, plan.m_ce, w_host)
+    if ahead is not None:
+        step, owner = ahead
+        landed, stage = step.issued[id(owner)]
+    else:
+        stage = staging_rows_view(staging, plan.m_ce, w_host)
 
     def chunk(i):  # staged rows are HBM rows: torch's GEMM (split-K for few, long rows)
         lo, hi = plan.chunks[i]
@@ -130,21 +150,19 @@ def split_linear_ce(x: torch.Tensor, w_host: torch.Tensor, w_hbm: torch.Tensor, 
         return out
     copy_s, comp_s = side_stream(x.device, "copy"), side_stream(x.device, "compute")
     main = torch.cuda.current_stream(x.device)
-    copy_s.wait_stream(main)
     comp_s.wait_stream(main)
-    landed = []
-    with torch.cuda.stream(copy_s):
-        for lo, hi in plan.chunks:
-            stage[lo:hi].copy_(_padded_rows(w_host, lo, hi), non_blocking=True)
-            ev = torch.cuda.Event()
-            ev.record(copy_s)
-            landed.append(ev)
+    if ahead is None:
+        copy_s.wait_stream(main)
+        landed = issue_copies(w_host, plan, stage, copy_s)
     rest()
     with torch.cuda.stream(comp_s):
         for i, ev in enumerate(landed):
             comp_s.wait_event(ev)
             chunk(i)
-    main.wait_stream(copy_s)
+    if ahead is not None:
+        step.release(owner, comp_s)
+    else:
+        main.wait_stream(copy_s)  # chained copies of later operators stay queued (joined by the step)
     main.wait_stream(comp_s)
     return out
 

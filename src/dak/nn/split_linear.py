@@ -81,6 +81,7 @@ class SplitLinear(nn.Module):
         self.register_buffer("bias", b, persistent=False)
         self._configs: dict[int, KernelConfig] = {}
         self._staging: torch.Tensor | None = None  # shared copy-engine staging (see split_linear_ce)
+        self._ahead = None  # copy-ahead chain entry for decode steps (dak.kernels.copy_ahead)
         self._gpu = gpu_name(device)
         self._sms = sm_count(device)
 
@@ -111,9 +112,19 @@ class SplitLinear(nn.Module):
         return torch.cat([self.w_host.to(self.w_hbm.device), self.w_hbm], dim=0)
 
     def _launch(self, x2: torch.Tensor, cfg: KernelConfig, out: torch.Tensor | None = None):
-        from dak.kernels.split_linear_ce import ce_rows, staging_buffer
+        from dak.kernels import copy_ahead
+        from dak.kernels.split_linear_ce import ce_rows, split_linear_ce, staging_buffer
         from dak.kernels.split_linear_route import run_split_linear
         need = ce_rows(cfg, self.host_rows) * self.w_host.stride(0) if cfg.host_kernel != "cuda_multicast" else 0
+        if need:
+            step = copy_ahead.current_step(self, x2.shape[0], cfg)
+            if step is not None:  # chained: this copy (and the next operator's) queued early
+                step.issue(self)
+                if self._ahead.next is not None:
+                    step.issue(self._ahead.next)
+                return split_linear_ce(x2, self.w_host, self.w_hbm, self.bias, cfg, None, self._sms, out=out,
+                                       ahead=(step, self))
+            copy_ahead.recording(self)
         if need and (self._staging is None or self._staging.numel() < need):
             self._staging = staging_buffer(self.w_hbm.device, self.dtype, need)
         return run_split_linear(x2, self.w_host, self.w_hbm, self.bias, cfg, self._sms, self._staging, out=out)

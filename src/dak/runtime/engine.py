@@ -16,7 +16,9 @@ from dataclasses import dataclass
 
 import torch
 
+from dak.kernels.copy_ahead import copy_ahead_step, link_chain, record_chain
 from dak.kernels.streams import side_stream
+from dak.runtime.fused import fused
 from dak.runtime.kv import DakKV
 
 
@@ -82,13 +84,15 @@ class Engine:
         self._graphs: dict[Sampling, torch.cuda.CUDAGraph] = {}
 
     def _forward(self, ids: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
-        return self.base(input_ids=ids, position_ids=pos, use_cache=False, dak_kv=self.kv).last_hidden_state
+        with fused():  # one-launch rotary embedding (dak.runtime.fused)
+            return self.base(input_ids=ids, position_ids=pos, use_cache=False, dak_kv=self.kv).last_hidden_state
 
     def _step(self, s: Sampling) -> None:
         self.kv.lengths += 1
         pos = (self.kv.lengths - 1).long().unsqueeze(1)
-        h = self._forward(self.tok.unsqueeze(1), pos)
-        logits = self.model.lm_head(h)[:, 0].float()
+        with copy_ahead_step(self.device):  # host-row copies queued one operator ahead
+            h = self._forward(self.tok.unsqueeze(1), pos)
+            logits = self.model.lm_head(h)[:, 0].float()
         if self.logits is None:
             self.logits = torch.empty_like(logits)
         self.logits.copy_(logits)
@@ -104,9 +108,11 @@ class Engine:
         side = side_stream(self.device, "warmup")  # one per device: cuBLAS keeps a workspace per stream
         side.wait_stream(main)
         with torch.cuda.stream(side):  # warm-up: tunes, compiles, fills workspaces
-            self._step(s)
+            with record_chain() as order:  # which operators use the copy engine, in call order
+                self._step(s)
+            link_chain(order, self.batch)
             self.kv.lengths.zero_()
-            self._step(s)
+            self._step(s)  # now with the copies chained
         main.wait_stream(side)
         self.kv.lengths.zero_()
         g = torch.cuda.CUDAGraph()

@@ -137,6 +137,7 @@ def build_model(cfg: dict, placement, *, dtype: torch.dtype, seed: int = 0, tune
     """
     from dak.runtime.build import fill_random, place, skeleton
     from dak.runtime.checkpoint import load_checkpoint
+    from dak.runtime.fused import install as install_fused
     spec = ModelSpec.from_config(cfg, name=name)
     check_head_dim(spec)
     if not placement.feasible:
@@ -154,6 +155,7 @@ def build_model(cfg: dict, placement, *, dtype: torch.dtype, seed: int = 0, tune
     elif module is None:
         fill_random(model, seed)
     model.eval()
+    install_fused(model)
     register()
     model.config._attn_implementation = ATTN_NAME
     kv = DakKV(host_requests, w.batch, max_len, spec.num_kv_heads, spec.head_dim, dtype, device)

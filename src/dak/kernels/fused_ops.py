@@ -1,0 +1,100 @@
+"""One-launch RMSNorm and rotary embedding, rounding exactly like the HF eager code they replace.
+
+A decode step of a 7B model runs ~40 small kernels per layer besides its linears and attention;
+in a CUDA graph each still costs a few microseconds, which at batch 8 is as long as reading the
+weights. HF's RMSNorm is 8 kernels and its rotary embedding 10 (q and k); here each is one.
+
+    rms_norm:  y = w * round(x * rsqrt(mean(x^2) + eps))          (x in fp32, as LlamaRMSNorm)
+    rotary:    q' = round(q * cos) + round(rotate_half(q) * sin)  (each product rounded, as HF)
+
+Both run under the Triton interpreter on the CPU; `rotary` returns contiguous (B, H, L, D).
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from dak.kernels.attention_config import next_pow2
+
+
+@triton.jit
+def _rms_norm_kernel(x_ptr, w_ptr, y_ptr, n_cols, stride_x, stride_y, eps,
+                     BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    offs = tl.arange(0, BLOCK)
+    mask = offs < n_cols
+    x = tl.load(x_ptr + row * stride_x + offs, mask=mask, other=0.0).to(tl.float32)
+    r = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / n_cols + eps)
+    h = (x * r).to(y_ptr.dtype.element_ty).to(tl.float32)  # HF rounds before the weight
+    w = tl.load(w_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    tl.store(y_ptr + row * stride_y + offs, (w * h).to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """RMSNorm over the last axis of `x` (any leading shape, contiguous last axis)."""
+    if x.shape[-1] != weight.shape[-1] or weight.dim() != 1:
+        raise ValueError(f"weight {tuple(weight.shape)} does not match the last axis of x {tuple(x.shape)}")
+    if x.dtype != weight.dtype:
+        raise ValueError(f"x is {x.dtype} but the weight is {weight.dtype}")
+    n = x.shape[-1]
+    x2 = x.reshape(-1, n)
+    if x2.stride(-1) != 1:
+        x2 = x2.contiguous()
+    y = torch.empty(x2.shape, dtype=x.dtype, device=x.device)
+    if x2.shape[0]:
+        _rms_norm_kernel[(x2.shape[0],)](x2, weight, y, n, x2.stride(0), y.stride(0), float(eps),
+                                         BLOCK=next_pow2(n), num_warps=4 if n <= 4096 else 8)
+    return y.view(x.shape)
+
+
+@triton.jit
+def _rotary_kernel(src_ptr, cos_ptr, sin_ptr, dst_ptr, heads, seq,
+                   s_b, s_h, s_l, c_b, c_l, HALF: tl.constexpr):
+    """One (b, h, l) head vector: dst = round(src * cos) + round(rotate_half(src) * sin)."""
+    pid = tl.program_id(0).to(tl.int64)
+    l_ = pid % seq
+    h = (pid // seq) % heads
+    b = pid // (seq * heads)
+    offs = tl.arange(0, HALF)
+    src = src_ptr + b * s_b + h * s_h + l_ * s_l
+    cs = b * c_b + l_ * c_l
+    x1 = tl.load(src + offs).to(tl.float32)
+    x2 = tl.load(src + HALF + offs).to(tl.float32)
+    c1 = tl.load(cos_ptr + cs + offs).to(tl.float32)
+    c2 = tl.load(cos_ptr + cs + HALF + offs).to(tl.float32)
+    s1 = tl.load(sin_ptr + cs + offs).to(tl.float32)
+    s2 = tl.load(sin_ptr + cs + HALF + offs).to(tl.float32)
+    ty = dst_ptr.dtype.element_ty
+    lo = (x1 * c1).to(ty).to(tl.float32) + (-x2 * s1).to(ty).to(tl.float32)
+    hi = (x2 * c2).to(ty).to(tl.float32) + (x1 * s2).to(ty).to(tl.float32)
+    dst = dst_ptr + pid * (2 * HALF)
+    tl.store(dst + offs, lo.to(ty))
+    tl.store(dst + HALF + offs, hi.to(ty))
+
+
+def rotary_ok(x: torch.Tensor, cos: torch.Tensor) -> bool:
+    """Whether `rotary` takes (B, H, L, D) x with (B, L, D) cos/sin (else use HF's own)."""
+    d = x.shape[-1]
+    return (x.dim() == 4 and cos.dim() == 3 and d >= 2 and d == next_pow2(d) and x.stride(-1) == 1
+            and cos.shape[-1] == d and cos.stride(-1) == 1 and cos.dtype == x.dtype
+            and cos.shape[1] == x.shape[2] and cos.shape[0] in (1, x.shape[0]))
+
+
+def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    b, h, l_, d = x.shape
+    out = torch.empty((b, h, l_, d), dtype=x.dtype, device=x.device)
+    if out.numel():
+        c_b = 0 if cos.shape[0] == 1 else cos.stride(0)
+        _rotary_kernel[(b * h * l_,)](x, cos, sin, out, h, l_, x.stride(0), x.stride(1), x.stride(2),
+                                      c_b, cos.stride(1), HALF=d // 2, num_warps=1)
+    return out
+
+
+def rotary(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
+    """HF's apply_rotary_pos_emb (unsqueeze_dim=1) for q (B, Hq, L, D), k (B, Hk, L, D)."""
+    if not (rotary_ok(q, cos) and rotary_ok(k, cos)) or sin.shape != cos.shape or sin.stride() != cos.stride():
+        raise ValueError(f"rotary needs (B, H, L, D) q/k with a power-of-two D and (B|1, L, D) cos/sin of "
+                         f"their dtype; got q {tuple(q.shape)}, k {tuple(k.shape)}, cos {tuple(cos.shape)}")
+    return _rotate(q, cos, sin), _rotate(k, cos, sin)

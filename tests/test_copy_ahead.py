@@ -1,0 +1,49 @@
+"""Copy-ahead chaining (dak.kernels.copy_ahead): which operators are chained, in which slots.
+
+CPU (Triton interpreter): recording and linking. The chained launches themselves need CUDA
+streams; tests/test_copy_ahead_gpu.py runs them, under graph capture, against a reference.
+"""
+
+import os
+
+import torch
+
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+from dak.kernels import copy_ahead  # noqa: E402
+from dak.kernels.config import KernelConfig  # noqa: E402
+from dak.kernels.tuning import token_bucket  # noqa: E402
+from dak.nn import SplitLinear  # noqa: E402
+
+
+def _mods(dtype=torch.bfloat16):
+    torch.manual_seed(0)
+    ratios = (0.5, 0.0, 0.25, 1.0, 0.5)  # the HBM-only one (0.0) is never chained
+    return [SplitLinear(torch.randn(64, 32).to(dtype), host_ratio=r, row_tile=16, tune=False) for r in ratios]
+
+
+def test_record_and_link_chain_in_call_order():
+    mods = _mods()
+    x = torch.randn(3, 32).to(torch.bfloat16)
+    for m in mods:  # give every host-row operator a copy-engine config for 3 tokens
+        if m.host_rows:
+            m._configs[token_bucket(3)] = KernelConfig(block_m=16, block_n=16, block_k=32, ce_share=1.0,
+                                                       ce_chunks=2, host_programs=2, hbm_programs=2)
+    mods[4]._configs[token_bucket(3)] = KernelConfig(block_m=16, block_n=16, block_k=32, ce_share=0.0,
+                                                     host_programs=2, hbm_programs=2)  # in place: not chained
+    order = [3, 0, 2, 1, 4, 0]  # call order differs from construction order; repeats count once
+    with copy_ahead.record_chain() as rec:
+        for i in order:
+            mods[i](x)
+    assert rec == [mods[3], mods[0], mods[2]], "only copy-engine launches are recorded, first call order"
+    assert copy_ahead.link_chain(rec + [mods[4]], 3) == 3
+    a, b, c = mods[3]._ahead, mods[0]._ahead, mods[2]._ahead
+    assert (a.slot, b.slot, c.slot) == (0, 1, 0), "neighbours use different slots"
+    assert a.next is mods[0] and b.next is mods[2] and c.next is None
+    assert mods[4]._ahead is None and mods[1]._ahead is None
+    assert copy_ahead.current_step(mods[3], 3, a.cfg) is None, "no step is active outside copy_ahead_step"
+    with copy_ahead.copy_ahead_step(torch.device("cpu")) as step:
+        assert step is None, "off the GPU a step is a no-op"
+    copy_ahead.unlink(mods)
+    assert all(m._ahead is None for m in mods)
