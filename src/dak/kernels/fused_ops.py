@@ -45,7 +45,8 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     y = torch.empty(x2.shape, dtype=x.dtype, device=x.device)
     if x2.shape[0]:
         _rms_norm_kernel[(x2.shape[0],)](x2, weight, y, n, x2.stride(0), y.stride(0), float(eps),
-                                         BLOCK=next_pow2(n), num_warps=4 if n <= 4096 else 8)
+                                         BLOCK=next_pow2(n), num_warps=4 if n <= 4096 else 8,
+                                         enable_fp_fusion=False)
     return y.view(x.shape)
 
 
@@ -88,7 +89,8 @@ def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tens
     if out.numel():
         c_b = 0 if cos.shape[0] == 1 else cos.stride(0)
         _rotary_kernel[(b * h * l_,)](x, cos, sin, out, h, l_, x.stride(0), x.stride(1), x.stride(2),
-                                      c_b, cos.stride(1), HALF=d // 2, num_warps=1)
+                                      c_b, cos.stride(1), HALF=d // 2, num_warps=1,
+                                      enable_fp_fusion=False)  # no FMA: round each product, as HF
     return out
 
 
