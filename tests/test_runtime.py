@@ -106,6 +106,15 @@ def test_prefill_in_request_chunks_gives_the_same_tokens(checkpoints):
         engine.prefill_tokens = tokens
         assert engine.prefill_rows(3, PROMPT) == tokens // PROMPT
         assert torch.equal(model.generate(ids, max_new_tokens=4, prompt_lengths=plen), whole)
+    engine.prefill_tokens = None  # sized from free HBM: one request's activations, then all
+    from dak.models.ops import Workload, minimum_hbm_set
+    from dak.models.spec import ModelSpec
+    one = 2.5 * minimum_hbm_set(ModelSpec.from_config(model.config.to_dict()),
+                                Workload("prefill", 1, PROMPT, 0)).workspace
+    assert engine.prefill_rows(3, PROMPT, free_bytes=int(one / 0.8) + 1) == 1
+    assert engine.prefill_rows(3, PROMPT, free_bytes=int(2 * one / 0.8) + 1) == 2
+    assert engine.prefill_rows(3, PROMPT, free_bytes=0) == 1, "at least one request per forward"
+    assert engine.prefill_rows(3, PROMPT, free_bytes=10 ** 12) == 3
     with pytest.raises(ValueError, match="prefill_tokens"):
         type(engine)(model, model.dak_kv, graphs=False, prefill_tokens=0)
     model.dak_free()

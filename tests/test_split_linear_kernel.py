@@ -105,3 +105,11 @@ def test_bad_config_values():
     for kw in ({"block_m": 24}, {"block_k": 8}, {"num_stages": 0}, {"host_programs": -1}):
         with pytest.raises(ValueError):
             KernelConfig(**kw)
+
+
+def test_triton_once_configs_run_at_three_stages_or_more():
+    """2 stages gave wrong sums on the H200 (triton-once-stages-diag-h200.log): finalize raises them."""
+    once = finalize(KernelConfig(host_kernel="triton_once", num_stages=2), 300, 500, 132)
+    assert once.num_stages == 3
+    assert finalize(KernelConfig(host_kernel="triton_once", num_stages=6), 300, 500, 132).num_stages == 6
+    assert finalize(KernelConfig(host_kernel="triton", num_stages=2), 300, 500, 132).num_stages == 2

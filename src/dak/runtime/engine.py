@@ -122,21 +122,23 @@ class Engine:
         self.kv.lengths.zero_()
         self._graphs[s] = g
 
-    def prefill_rows(self, b: int, n: int) -> int:
-        """Requests prefilled per forward: `prefill_tokens` // n, or (None, on a GPU) as many as
-        the free HBM holds the activations of (2.5 x the planner's prefill workspace each)."""
+    def prefill_rows(self, b: int, n: int, free_bytes: int | None = None) -> int:
+        """Requests prefilled per forward: `prefill_tokens` // n, or (None) as many as 80% of the
+        free HBM (`free_bytes`, read off the GPU when None) holds the activations of, at 2.5 x
+        the planner's prefill workspace each. Off the GPU, with no figure given: all b."""
         if self.prefill_tokens is not None:
             return max(1, min(b, self.prefill_tokens // n))
-        if self.device.type != "cuda":
-            return b
+        if free_bytes is None:
+            if self.device.type != "cuda":
+                return b
+            free_bytes = torch.cuda.mem_get_info(self.device)[0] + torch.cuda.memory_reserved(self.device) \
+                - torch.cuda.memory_allocated(self.device)
         from dak.models.ops import Workload, minimum_hbm_set
         from dak.models.spec import ModelSpec
         spec = ModelSpec.from_config(self.model.config.to_dict())
         w = Workload(phase="prefill", batch=1, prompt_len=n, gen_len=0)  # bf16 and fp16: same bytes
         per_request = 2.5 * minimum_hbm_set(spec, w).workspace
-        free = torch.cuda.mem_get_info(self.device)[0] + torch.cuda.memory_reserved(self.device) \
-            - torch.cuda.memory_allocated(self.device)
-        return max(1, min(b, int(0.8 * free / per_request)))
+        return max(1, min(b, int(0.8 * free_bytes / per_request)))
 
     @torch.no_grad()
     def prefill(self, ids: torch.Tensor, prompt_lengths: torch.Tensor) -> torch.Tensor:
