@@ -36,6 +36,26 @@ def test_host_ram_too_small_is_refused_before_pinning():
     assert pinned_bytes() == before
 
 
+def test_hbm_check_counts_copy_engine_staging(monkeypatch):
+    """Staging (two copy-ahead slots of the largest copied host part, plus the largest host part
+    for prefill) is refused up front when it does not fit beside the plan's HBM bytes."""
+    from dak.runtime.offload import check_memory, placement_for, staging_bytes_for, workload_for
+    from dak.models.spec import ModelSpec, load_config
+    name, cfg = load_config("llama-2-7b")
+    spec = ModelSpec.from_config(cfg, name=name)
+    w = workload_for(8, 64, None, None, torch.bfloat16)
+    pl = placement_for(spec, w, get_profile("h200-pcie"), None, "greedy", 0.2)
+    lin = [op for op in pl.ops if op.kind not in ("attention", "embed_tokens", "embed_positions")]
+    big = max(op.host_bytes for op in lin)
+    assert big > 0 and staging_bytes_for(pl) == 3 * big  # uniform 20%: every linear copies
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda d=None: (pl.hbm_bytes + 2 * big, 1 << 40))
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda d=None: "a test GPU")
+    with pytest.raises(ValueError, match="copy-engine staging needs"):
+        check_memory(pl, 0, torch.device("cuda"))
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda d=None: (pl.hbm_bytes + 3 * big, 1 << 40))
+    check_memory(pl, 0, torch.device("cuda"))
+
+
 def test_unsupported_architecture(tmp_path):
     (tmp_path / "config.json").write_text('{"model_type": "gpt2", "n_embd": 64}')
     with pytest.raises(ValueError, match="unsupported model_type"):

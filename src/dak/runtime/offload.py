@@ -77,6 +77,18 @@ def _host_available() -> int | None:
     return None
 
 
+def staging_bytes_for(placement) -> int:
+    """HBM the copy-engine paths of `placement`'s linears will stage, which the plan does not
+    count: two copy-ahead slots of the largest host part that decode copies (untuned configs use
+    the copy engine above LINK_BOUND_SHARE), plus the largest host part, which prefill (many
+    tokens) stages whole."""
+    from dak.kernels.config import LINK_BOUND_SHARE
+    parts = [op for op in placement.ops if op.kind not in ("attention", "embed_tokens", "embed_positions")
+             and op.host_bytes]
+    decode = max((op.host_bytes for op in parts if op.ratio > LINK_BOUND_SHARE), default=0)
+    return 2 * decode + max((op.host_bytes for op in parts), default=0)
+
+
 def check_memory(placement, kv_host_bytes: int, device: torch.device) -> None:
     """Refuse, before anything is pinned or allocated, a plan this machine cannot hold."""
     need_host = placement.host_bytes + kv_host_bytes
@@ -86,10 +98,11 @@ def check_memory(placement, kv_host_bytes: int, device: torch.device) -> None:
                          f"{format_bytes(avail)} is available; raise hbm_budget or lower batch/max_len")
     if device.type == "cuda":
         free, _ = torch.cuda.mem_get_info(device)
-        if placement.hbm_bytes > free:
-            raise ValueError(f"the plan keeps {format_bytes(placement.hbm_bytes)} in HBM but only "
-                             f"{format_bytes(free)} is free on {torch.cuda.get_device_name(device)}; "
-                             "lower hbm_budget")
+        staging = staging_bytes_for(placement)
+        if placement.hbm_bytes + staging > free:
+            raise ValueError(f"the plan keeps {format_bytes(placement.hbm_bytes)} in HBM, and copy-engine "
+                             f"staging needs {format_bytes(staging)} more, but only {format_bytes(free)} is "
+                             f"free on {torch.cuda.get_device_name(device)}; lower hbm_budget")
 
 
 def offload(model: str | nn.Module, *, hbm_budget=None, hardware: str | HardwareProfile = "h200-pcie",
