@@ -113,3 +113,13 @@ def test_triton_once_configs_run_at_three_stages_or_more():
     assert once.num_stages == 3
     assert finalize(KernelConfig(host_kernel="triton_once", num_stages=6), 300, 500, 132).num_stages == 6
     assert finalize(KernelConfig(host_kernel="triton", num_stages=2), 300, 500, 132).num_stages == 2
+
+
+def test_copy_engine_share_threshold_from_the_environment(monkeypatch):
+    from dak.kernels.config import heuristic_config
+    assert heuristic_config(8, 64, 4032, 512, 132, False).ce_share == 0.0  # 1.6% < 2%: in place
+    monkeypatch.setenv("DAK_CE_MIN_SHARE", "0")
+    assert heuristic_config(8, 64, 4032, 512, 132, False).ce_share == 1.0
+    monkeypatch.setenv("DAK_CE_MIN_SHARE", "two")
+    with pytest.raises(ValueError, match="DAK_CE_MIN_SHARE"):
+        heuristic_config(8, 64, 4032, 512, 132, False)

@@ -7,6 +7,7 @@ row tiles (to within one), so no program runs a final, mostly idle round.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, replace
 
 from dak.runtime_env import interpreting
@@ -140,6 +141,21 @@ def finalize(cfg: KernelConfig, m_host: int, m_hbm: int, sms: int, hbm_occupancy
     return replace(cfg, host_programs=host, hbm_programs=hbm, host_split_k=split, num_stages=stages)
 
 
+def ce_min_share() -> float:
+    """Host share above which untuned decode configs use the copy engine: LINK_BOUND_SHARE, or
+    $DAK_CE_MIN_SHARE (a fraction in [0, 1]; 0 = every host share) for experiments."""
+    raw = os.environ.get("DAK_CE_MIN_SHARE")
+    if raw is None:
+        return LINK_BOUND_SHARE
+    try:
+        v = float(raw)
+    except ValueError:
+        v = -1.0
+    if not 0.0 <= v <= 1.0:
+        raise ValueError(f"DAK_CE_MIN_SHARE must be a fraction in [0, 1], got {raw!r}")
+    return v
+
+
 def heuristic_config(n_tokens: int, m_host: int, m_hbm: int, k: int, sms: int, tma_ok: bool) -> KernelConfig:
     """A sensible untuned configuration (the starting point of the sweep)."""
     block_n = block_n_for(n_tokens)
@@ -165,7 +181,7 @@ def heuristic_config(n_tokens: int, m_host: int, m_hbm: int, k: int, sms: int, t
         hbm_programs=2 * sms,
         host_tma=False,
         hbm_tma=False,
-        ce_share=1.0 if many or m_host > LINK_BOUND_SHARE * m_total else 0.0,
+        ce_share=1.0 if many or m_host > ce_min_share() * m_total else 0.0,
         ce_chunks=4,
         hbm_cublas=many,
         host_kernel="triton_once" if n_tokens > block_n else "triton",
