@@ -1,0 +1,121 @@
+"""Where does a decode step's time go? GPU time per kernel category for dak.offload models.
+
+For each host ratio: builds the model (seeded random weights, untuned configs), times the
+CUDA-graphed decode step (TPOT), then profiles a few eager decode steps with torch.profiler and
+sums GPU time per category (split kernel, cuBLAS, copy-engine copies, attention, KV writes,
+norms, rotary, elementwise, other). Eager steps launch the same kernels as the graph, so the
+per-category GPU time is comparable to TPOT; busy time below TPOT is idle GPU (launch gaps in
+eager, waits on the link in either).
+
+    PYTHONPATH=src python3 benchmarks/profile_step.py --model opt-6.7b --ratios 0,0.05 --out step.json
+
+Without a GPU it runs tiny-llama under the Triton interpreter (CPU ops only; a flow check).
+"""
+
+import argparse
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import metadata, write_json  # noqa: E402
+
+import dak  # noqa: E402
+from dak.runtime.engine import Engine, Sampling  # noqa: E402
+
+CATEGORIES = (  # first match wins; matched against lower-case kernel names
+    ("split kernel", ("_split_linear_kernel", "split_linear")),
+    ("copy engine", ("memcpy htod", "memcpy h2d")),
+    ("attention", ("attn", "attention", "flash", "fmha")),
+    ("kv write", ("_kv_write",)),
+    ("gemm (cublas)", ("gemm", "nvjet", "cutlass", "xmma", "sm90")),
+    ("norm", ("rms_norm", "layer_norm", "layernorm")),
+    ("rotary", ("_rotary",)),
+    ("copies", ("memcpy dtod", "copy_", "cat")),
+    ("elementwise", ("elementwise", "vectorized", "reduce", "unrolled")),
+)
+
+
+def category(name: str) -> str:
+    low = name.lower()
+    for cat, keys in CATEGORIES:
+        if any(k in low for k in keys):
+            return cat
+    return "other"
+
+
+def profile_steps(engine: Engine, steps: int):
+    """(category -> (kernels per step, GPU us per step), busy us per step) over `steps` eager steps."""
+    from torch.profiler import ProfilerActivity, profile
+    cuda = engine.device.type == "cuda"
+    acts = [ProfilerActivity.CUDA] if cuda else [ProfilerActivity.CPU]
+    with profile(activities=acts) as prof:
+        for _ in range(steps):
+            engine._step(Sampling())
+        if cuda:
+            torch.cuda.synchronize(engine.device)
+    per = defaultdict(lambda: [0, 0.0])
+    for ev in prof.events():
+        dev_us = ev.device_time_total if cuda else ev.cpu_time_total
+        if cuda and ev.device_type != torch.autograd.DeviceType.CUDA:
+            continue
+        if not cuda and ev.cpu_parent is not None:
+            continue  # top-level CPU ops only
+        p = per[category(ev.name)]
+        p[0] += 1
+        p[1] += dev_us
+    table = {c: (n / steps, us / steps) for c, (n, us) in per.items()}
+    return table, sum(us for _, us in table.values())
+
+
+def run(model_name, batch, prompt_len, gen_len, ratio, steps):
+    model = dak.offload(model_name, batch=batch, prompt_len=prompt_len, gen_len=gen_len + steps,
+                        host_ratio=ratio, tune=False)
+    try:
+        ids = torch.randint(3, model.config.vocab_size, (batch, prompt_len))
+        model.generate(ids, max_new_tokens=gen_len)  # warm-up, graph capture, TPOT
+        tpot = model.dak_last.tpot_s
+        eager = Engine(model, model.dak_kv, graphs=False)
+        ids_dev = ids.to(eager.device)
+        eager.prefill(ids_dev, torch.full((batch,), prompt_len, dtype=torch.int32, device=eager.device))
+        table, busy = profile_steps(eager, steps)
+        return {"model": model_name, "batch": batch, "x_req": ratio,
+                "offload_ratio": model.dak_placement.offload_ratio, "tpot_graph_s": tpot,
+                "planned_step_s": model.dak_placement.step_time_s, "busy_us_per_step": busy,
+                "categories": {c: {"kernels_per_step": n, "us_per_step": us} for c, (n, us) in
+                               sorted(table.items(), key=lambda kv: -kv[1][1])}}
+    finally:
+        model.dak_free()
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--model", default="llama-2-7b")
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--prompt-len", type=int, default=32)
+    ap.add_argument("--gen-len", type=int, default=16)
+    ap.add_argument("--ratios", default="0,0.05", help="host ratios (fractions), comma list")
+    ap.add_argument("--steps", type=int, default=4, help="profiled eager decode steps")
+    ap.add_argument("--out", default="step-profile.json")
+    a = ap.parse_args(argv)
+    name = a.model
+    if not torch.cuda.is_available():
+        print("no GPU: profiling tiny-llama's CPU ops under the Triton interpreter (a flow check)")
+        name, a.batch, a.prompt_len, a.gen_len, a.steps = "tiny-llama", 2, 4, 2, 1
+    rows = []
+    for r in (float(v) for v in a.ratios.split(",") if v):
+        row = run(name, a.batch, a.prompt_len, a.gen_len, r, a.steps)
+        rows.append(row)
+        how = "graph" if torch.cuda.is_available() else "interpreter"
+        print(f"{name} B={a.batch} x={100 * r:.1f}%: TPOT {1e3 * row['tpot_graph_s']:.2f} ms ({how}), "
+              f"planned {1e3 * row['planned_step_s']:.2f} ms, busy {row['busy_us_per_step'] / 1e3:.2f} ms/step")
+        for c, v in row["categories"].items():
+            print(f"    {c:14s} {v['kernels_per_step']:7.1f} kernels {v['us_per_step'] / 1e3:8.3f} ms")
+    write_json(a.out, {"meta": metadata(), "rows": rows})
+    print(f"wrote {a.out}")
+
+
+if __name__ == "__main__":
+    main()
