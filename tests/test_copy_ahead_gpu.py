@@ -49,3 +49,30 @@ def test_chained_step_under_graph_capture_matches_unchained():
         want = run(xi).float()  # unchained, outside the graph
         assert torch.equal(static_y.float(), want), f"replay {trial} differs"
     copy_ahead.unlink(mods)
+
+
+def test_operator_called_twice_in_a_step_copies_again():
+    """A chained operator called again later in the step (its slot since reused by the operator
+    two places on) must not read another operator's rows."""
+    torch.manual_seed(6)
+    dtype, n = torch.bfloat16, 8
+    mods = [SplitLinear(torch.randn(512, 512, device="cuda").to(dtype) / 23, host_ratio=0.5, row_tile=16,
+                        tune=False).cuda() for _ in range(3)]
+    for mod in mods:
+        mod._configs[token_bucket(n)] = KernelConfig(block_m=16, block_n=16, block_k=128, ce_share=1.0,
+                                                     ce_chunks=2, host_programs=4, hbm_programs=132)
+
+    def run(x):
+        for mod in mods + [mods[0]]:
+            x = mod(x)
+        return x
+
+    x = torch.randn(n, 512, device="cuda").to(dtype)
+    ref = run(x)
+    with copy_ahead.record_chain() as order:
+        run(x)
+    assert copy_ahead.link_chain(order, n) == 3
+    with copy_ahead.copy_ahead_step(torch.device("cuda")):
+        got = run(x)
+    assert torch.equal(got, ref)
+    copy_ahead.unlink(mods)

@@ -116,10 +116,12 @@ class Step:
         self.issued[id(mod)] = (issue_copies(mod.w_host, spec.plan, stage, copy_s), stage)
 
     def release(self, mod, stream: torch.cuda.Stream) -> None:
-        """`mod`'s GEMMs on `stream` are the last readers of its slot in this step."""
+        """`mod`'s GEMMs on `stream` are the last readers of its slot so far in this step. A second
+        call of `mod` in the same step copies again (its slot may hold another operator's rows)."""
         ev = torch.cuda.Event()
         ev.record(stream)
         self.freed[mod._ahead.slot] = ev
+        self.issued.pop(id(mod), None)
 
     def close(self) -> None:
         if self.started:
