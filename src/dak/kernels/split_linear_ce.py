@@ -162,7 +162,7 @@ def split_linear_ce(x: torch.Tensor, w_host: torch.Tensor, w_hbm: torch.Tensor, 
     if ahead is not None:
         step.release(owner, comp_s)
     else:
-        main.wait_stream(copy_s)  # chained copies of later operators stay queued (joined by the step)
+        main.wait_stream(copy_s)  # unchained: join the copy stream now (a copy-ahead step joins at its end)
     main.wait_stream(comp_s)
     return out
 
