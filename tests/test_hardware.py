@@ -29,6 +29,21 @@ def test_json_roundtrip(tmp_path):
     assert get_profile(str(path)) == PRESETS["gh200"]
 
 
+def test_layer_overhead_is_optional_and_round_trips(tmp_path):
+    h = PRESETS["h200-pcie"]
+    assert h.layer_overhead_s == 49e-6 and PRESETS["gh200"].layer_overhead_s == 0.0
+    path = tmp_path / "h.json"
+    h.to_json(str(path))
+    assert json.loads(path.read_text())["layer_overhead_s"] == 49e-6
+    assert HardwareProfile.from_json(str(path)) == h
+    d = h.to_dict()
+    del d["layer_overhead_s"]  # profiles written before the field existed
+    assert HardwareProfile.from_dict(d).layer_overhead_s == 0.0
+    for bad in (-1e-6, float("nan"), True):
+        with pytest.raises(ValueError, match="layer_overhead_s.*non-negative"):
+            HardwareProfile(**{**h.to_dict(), "layer_overhead_s": bad})
+
+
 def test_validation():
     d = PRESETS["h200-pcie"].to_dict()
     for field in ("hbm_bandwidth", "flops", "sm_count", "host_ram"):

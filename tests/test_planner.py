@@ -66,6 +66,10 @@ def test_fits_time_is_hbm_roofline():
     emb = 8 * 4096 * 2
     assert pl.step_time_s == pytest.approx((weights + kv + emb) / 3.7e12, rel=1e-9)
     assert pl.effective_bandwidth == pytest.approx(3.7e12)
+    # the prediction adds the small kernels between operators (not the bound); prefill does not
+    assert pl.overhead_s == pytest.approx(32 * H200.layer_overhead_s) and pl.overhead_s > 0
+    assert pl.predicted_s == pytest.approx(pl.step_time_s + pl.overhead_s)
+    assert plan(spec, Workload("prefill", 8, 512, 0), H200).overhead_s == 0.0
 
 
 def test_heavy_offload_is_host_link_bound():

@@ -8,6 +8,9 @@ All bandwidths are in bytes/s, compute in FLOP/s, capacities in bytes.
 * ``host_bandwidth_sm`` (B_h): bandwidth of SM zero-copy loads from pinned host
   memory; this is what DAK kernels achieve when reading their host part.
 * ``flops`` (F): dense bf16/fp16 tensor-core throughput.
+* ``layer_overhead_s`` (optional, default 0): decode-step time per decoder layer outside the
+  planned operators (norms, residual adds, activations, KV append, kernel launches). It is
+  added to the predicted TPOT, never to the bound.
 
 A profile written by ``dak calibrate`` (schema 2) also carries ``meta`` (GPU name, driver,
 library versions, date), measured per-shape time ``curves`` that the planner uses instead of
@@ -42,6 +45,7 @@ class HardwareProfile:
     smem_per_sm: int
     hbm_capacity: int
     host_ram: int
+    layer_overhead_s: float = 0.0
     meta: dict = field(default_factory=dict, hash=False)
     curves: tuple[Curve, ...] = ()
     windows: tuple[Window, ...] = ()
@@ -64,8 +68,10 @@ class HardwareProfile:
             if f.name == "name" or f.name in _MEASURED:
                 continue
             v = getattr(self, f.name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
-                raise ValueError(f"hardware profile field '{f.name}' must be a positive number, got {v!r}")
+            low_ok = f.name in OPTIONAL and isinstance(v, (int, float)) and v == 0
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or (v <= 0 and not low_ok):
+                kind = "a non-negative" if f.name in OPTIONAL else "a positive"
+                raise ValueError(f"hardware profile field '{f.name}' must be {kind} number, got {v!r}")
             if f.type in ("int", int) and not float(v).is_integer():
                 raise ValueError(f"hardware profile field '{f.name}' must be an integer, got {v!r}")
             if f.type in ("int", int):
@@ -94,6 +100,7 @@ class HardwareProfile:
     # ---- JSON -------------------------------------------------------------
     def to_dict(self) -> dict:
         d = {f: getattr(self, f) for f in _field_names()}
+        d.update({f: getattr(self, f) for f in OPTIONAL if getattr(self, f) != OPTIONAL[f]})
         if self.meta or self.curves or self.windows or self.link:
             d["schema"] = SCHEMA
             d["meta"] = dict(self.meta)
@@ -112,7 +119,7 @@ class HardwareProfile:
         if isinstance(schema, bool) or not isinstance(schema, int) or not 1 <= schema <= SCHEMA:
             raise ValueError(f"{source}: hardware profile schema {schema!r} is not supported (this dak reads "
                              f"schemas 1 to {SCHEMA}); re-run `dak calibrate` or upgrade dak")
-        known = set(_field_names()) | {"schema", "meta"} | set(SECTIONS)
+        known = set(_field_names()) | set(OPTIONAL) | {"schema", "meta"} | set(SECTIONS)
         unknown = sorted(k for k in data if k not in known)
         if unknown:
             warnings.warn(f"{source}: ignoring unknown hardware profile field(s) {', '.join(unknown)}",
@@ -121,7 +128,8 @@ class HardwareProfile:
         meta = data.get("meta", {})
         if not isinstance(meta, dict):
             raise ValueError(f"{source}: hardware profile field 'meta' must be an object")
-        return cls(**{f: data[f] for f in _field_names()}, meta=meta, **extra)
+        optional = {f: data[f] for f in OPTIONAL if f in data}
+        return cls(**{f: data[f] for f in _field_names()}, **optional, meta=meta, **extra)
 
     def to_json(self, path: str) -> None:
         with open(path, "w") as fh:
@@ -135,11 +143,12 @@ class HardwareProfile:
 
 SCHEMA = 2
 _MEASURED = ("meta",) + tuple(SECTIONS)
+OPTIONAL = {"layer_overhead_s": 0.0}  # scalar fields a profile may leave out (their defaults)
 
 
 def _field_names() -> list[str]:
-    """The required (scalar) fields: everything but meta and the measured sections."""
-    return [f.name for f in dataclasses.fields(HardwareProfile) if f.name not in _MEASURED]
+    """The required (scalar) fields: everything but the optional ones, meta and the measured sections."""
+    return [f.name for f in dataclasses.fields(HardwareProfile) if f.name not in _MEASURED and f.name not in OPTIONAL]
 
 
 PRESETS: dict[str, HardwareProfile] = {
@@ -148,10 +157,13 @@ PRESETS: dict[str, HardwareProfile] = {
     # cudaHostRegister'd; benchmarks/results/probe-host-read-h200.json), cuBLAS GEMV 3707 GB/s
     # (D2D copy 4056 GB/s read+write), 8192^3 bf16 matmul 788 TFLOP/s.
     # nvidia-smi reports 143771 MiB (~139 GiB usable).
+    # layer_overhead_s: (TPOT - operator bound) / layers of dak's all-HBM decode step, batch 8:
+    # Llama-2-7B (5.11 - 3.63) ms / 32 and OPT-6.7B (5.33 - 3.65) ms / 32, mean 49 us
+    # (benchmarks/results/e2e-h200.json, 2026-11-29).
     "h200-pcie": HardwareProfile(
         name="h200-pcie", hbm_bandwidth=3.7e12, host_bandwidth_ce=55.0e9,
         host_bandwidth_sm=51.3e9, flops=788e12, sm_count=132, smem_per_sm=228 * KIB,
-        hbm_capacity=143771 * MIB, host_ram=128 * GIB),
+        hbm_capacity=143771 * MIB, host_ram=128 * GIB, layer_overhead_s=49e-6),
     # GH200 datasheet: 96 GB HBM3 at 4.0 TB/s, 900 GB/s NVLink-C2C (both host paths).
     "gh200": HardwareProfile(
         name="gh200", hbm_bandwidth=4.0e12, host_bandwidth_ce=900e9,

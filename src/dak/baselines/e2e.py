@@ -30,6 +30,7 @@ from dak.hardware import HardwareProfile
 from dak.models.ops import Workload, list_operators, minimum_hbm_set
 from dak.models.spec import ModelSpec
 from dak.planner import plan
+from dak.planner.plan import step_overhead
 from dak.planner.cost import op_time
 from dak.planner.placement import Placement
 from dak.planner.plan import _op_placement
@@ -52,7 +53,8 @@ def _assemble(spec, w, profile, budget: int, policy: str, ops, ks, times, stagin
                      min_hbm_bytes=mins, required_host_bytes=max(0, total - budget), staging_bytes=staging,
                      ops=placed, total_bytes=total, hbm_bytes=total - host + staging, host_bytes=host,
                      total_traffic=float(sum(op.traffic for op in ops)), step_time_s=sum(times),
-                     fits=total <= budget, feasible=feasible, note=note)
+                     fits=total <= budget, feasible=feasible, note=note,
+                     overhead_s=step_overhead(spec, w, profile))
 
 
 def uva_placement(spec: ModelSpec, w: Workload, profile: HardwareProfile, budget: int) -> Placement:
@@ -136,7 +138,7 @@ def install_prefetch(model: nn.Module, placement: Placement, dtype: torch.dtype)
 def placement_summary(pl: Placement) -> dict:
     """The fields of a placement that a benchmark row records."""
     keep = ("policy", "hbm_budget", "required_host_bytes", "host_bytes", "hbm_bytes", "staging_bytes",
-            "step_time_s", "feasible", "note", "cost_model")
+            "step_time_s", "overhead_s", "feasible", "note", "cost_model")
     d = {k: getattr(pl, k) for k in keep}
     if not math.isfinite(d["step_time_s"]):
         d["step_time_s"] = None

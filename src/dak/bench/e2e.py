@@ -11,7 +11,8 @@ Row metrics (bytes per decode step from the planner's operator inventory):
 - bound_s: the greedy roofline step time at the same HBM budget (see dak.bench.e2e_cases);
   eb_over_bound = bound_s / TPOT (1.0 = at the bound);
 - predicted_s: the step time of the placement the system built, from the hardware profile
-  (its measured curves if it has any, else the roofline); predicted_over_measured;
+  (its measured curves if it has any, else the roofline), plus the profile's per-layer
+  overhead of the small kernels between operators; predicted_over_measured;
 - token_agreement: share of generated tokens equal to the first system run on that model and
   batch (the weights are identical, so the math is; bf16 near-ties can still flip a token).
 Results go to JSON after every case, so a cut-short run keeps what it measured.
@@ -65,7 +66,7 @@ def _metrics(row: dict, runs: list, built, refs: dict) -> None:
     tpot = statistics.median(r[2] for r in runs)
     traffic = row["weight_traffic"] + row["kv_traffic"]
     pl = built.placement
-    pred = pl.step_time_s if pl is not None and pl.feasible else None
+    pred = pl.predicted_s if pl is not None and pl.feasible else None
     key = (row["model"], row["batch"], row["prompt_len"], row["gen_len"])
     tokens = runs[-1][0]
     if key not in refs:  # the first system run here is the reference; its tokens go to the JSON

@@ -216,7 +216,7 @@ def describe(cases: list[Case], cfg: E2EConfig) -> str:
         pl = c.placement
         host = format_bytes(pl.host_bytes) if pl else f">={format_bytes(c.required_host_bytes)}"
         x = "real" if c.x_req is None else f"{100 * c.x_req:g}%"
-        pred = format_time(pl.step_time_s) if pl and pl.feasible else "-"
+        pred = format_time(pl.predicted_s) if pl and pl.feasible else "-"
         lines.append(f"{c.model:<12}{c.workload.batch:>5}{x:>7}  {c.system:<12}{host:>11}"
                      f"{format_bytes(pl.hbm_bytes) if pl else '-':>11}{pred:>11}{format_time(c.bound_s):>11}"
                      f"{est:>7.0f}s  {_note(c)}")

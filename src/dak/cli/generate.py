@@ -104,7 +104,7 @@ def report(pl, res, batch: int, graphs: bool) -> str:
     weights = sum(o.traffic for o in pl.ops if o.kind != "attention")
     eb = weights / res.tpot_s if res.tpot_s else 0.0
     eb_kv = pl.total_traffic / res.tpot_s if res.tpot_s else 0.0
-    pred = pl.step_time_s
+    pred = pl.predicted_s
     lines = [
         f"placement: {pl.policy} on {pl.profile}: host {format_bytes(pl.host_bytes)} "
         f"({100 * pl.offload_ratio:.1f}% of operator bytes), HBM {format_bytes(pl.hbm_bytes)}, "
@@ -113,7 +113,8 @@ def report(pl, res, batch: int, graphs: bool) -> str:
         f"({'CUDA graph' if graphs else 'eager'}, {res.steps} steps)   "
         f"{batch / res.tpot_s if res.tpot_s else 0:.1f} tokens/s",
         f"effective bandwidth {format_bandwidth(eb)} (weights / TPOT), {format_bandwidth(eb_kv)} with KV",
-        f"predicted TPOT {format_time(pred)} (planner), measured/predicted {res.tpot_s / pred if pred else 0:.2f}",
+        f"predicted TPOT {format_time(pred)} (planner: operators {format_time(pl.step_time_s)} + small kernels "
+        f"{format_time(pl.overhead_s)}), measured/predicted {res.tpot_s / pred if pred else 0:.2f}",
     ]
     return "\n".join(lines)
 

@@ -112,6 +112,9 @@ def render(pl, plans: dict, per_layer: bool = False) -> str:
                f"{format_bytes(pl.host_bytes):>12}{pl.offload_ratio:>11.3f}{format_time(pl.step_time_s):>12}")
     out.append(f"HBM used {format_bytes(pl.hbm_bytes)} (incl. minimum set"
                + (f" and staging {format_bytes(pl.staging_bytes)}" if pl.staging_bytes else "") + ")")
+    if pl.overhead_s:
+        out.append(f"predicted step {format_time(pl.predicted_s)}: operators {format_time(pl.step_time_s)} + "
+                   f"small kernels between them {format_time(pl.overhead_s)} ({pl.profile}'s layer_overhead_s)")
     if per_layer:
         out += ["", f"{'layer':<8}{'bytes':>12}{'host':>12}{'ratio':>8}{'time':>12}"]
         layers: OrderedDict = OrderedDict()

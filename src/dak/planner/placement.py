@@ -52,6 +52,12 @@ class Placement:
     note: str = ""
     cost_model: str = "roofline"  # 'roofline' | 'measured' (convex envelope of calibrated curves)
     measured_ops: int = 0         # operators timed by a measured curve (the rest: roofline)
+    overhead_s: float = 0.0       # decode: layers x the profile's layer_overhead_s (not in step_time_s)
+
+    @property
+    def predicted_s(self) -> float:
+        """Predicted step time: the operators' time plus the small kernels between them."""
+        return self.step_time_s + self.overhead_s
 
     @property
     def effective_bandwidth(self) -> float:

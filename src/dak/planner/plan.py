@@ -80,6 +80,11 @@ def _descend(op, k: int, profile: HardwareProfile) -> int:
     return k
 
 
+def step_overhead(spec: ModelSpec, workload: Workload, profile: HardwareProfile) -> float:
+    """Decode-step time outside the planned operators: layers x profile.layer_overhead_s."""
+    return spec.num_layers * profile.layer_overhead_s if workload.phase == "decode" else 0.0
+
+
 def plan(spec: ModelSpec, workload: Workload, profile: HardwareProfile, hbm_budget: int | None = None,
          policy: str = "greedy", tile_rows: int = 64, reserve: int = DEFAULT_RESERVE,
          spare_link: bool = False, ops=None, cost_model: str = "auto") -> Placement:
@@ -113,7 +118,7 @@ def plan(spec: ModelSpec, workload: Workload, profile: HardwareProfile, hbm_budg
     common = dict(model=spec.name, profile=profile.name, workload=workload, hbm_budget=budget,
                   min_hbm_bytes=mins.total, required_host_bytes=R, total_bytes=total,
                   total_traffic=float(sum(op.traffic for op in ops)), fits=R == 0,
-                  cost_model=model_used, measured_ops=measured)
+                  cost_model=model_used, measured_ops=measured, overhead_s=step_overhead(spec, workload, profile))
     staging, feasible, note = 0, True, ""
     if policy == "prefetch":
         ks, times, staging, feasible, note = _prefetch(ops, R, profile)
