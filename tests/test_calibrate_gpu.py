@@ -23,7 +23,8 @@ def test_calibrate_smoke(tmp_path, monkeypatch, capsys):
     rc = main(["calibrate", *args, "--quick", "--no-tune", "--no-progress", "--out", str(out)])
     text = capsys.readouterr().out
     assert rc == 0, text
-    assert "congestion windows" in text and "host link" in text
+    assert "congestion windows" in text and "host link" in text and "per decoder layer" in text
+    assert "FAILED" not in text, text
     raw = json.loads(out.read_text())
     assert raw["schema"] == 2
     prof = get_profile(str(out))
@@ -31,6 +32,7 @@ def test_calibrate_smoke(tmp_path, monkeypatch, capsys):
     assert all(prof.meta.get(k) for k in ("driver", "torch", "triton", "date"))
     assert 1e9 < prof.host_bandwidth_sm < prof.host_bandwidth_ce * 1.5 < prof.hbm_bandwidth
     assert prof.flops > 1e13 and prof.sm_count == torch.cuda.get_device_properties(0).multi_processor_count
+    assert 1e-6 < prof.layer_overhead_s < 1e-3, prof.layer_overhead_s  # a few small kernels per layer
     assert len(prof.link) == len(QUICK_LINK_GRID) and all(s.hbm_bandwidth > 0 for s in prof.link)
     spec, w = load_spec("tiny-llama"), Workload("decode", 4, 64, 16)
     jobs = make_plan(spec, w, quick=True).shapes

@@ -3,6 +3,7 @@
 import dataclasses
 
 import pytest
+import torch
 
 from dak.calibrate import describe, make_plan
 from dak.calibrate.report import compare, summary
@@ -73,3 +74,43 @@ def test_compare_and_summary(tmp_path, capsys):
     assert "gain over un-capped host programs min 1.20x" in s
     assert "1 point(s) > 5% above the convex envelope" in s and "FAILED (roofline used instead): x: boom" in s
     assert "0.91x" in s  # HBM next to the host readers vs alone
+
+
+def test_layer_overhead_flow_on_the_cpu(monkeypatch):
+    """The per-layer small-kernel measurement builds two depths and takes the slope beyond the
+    planner's operator time (here with fake step times; the GPU smoke test measures for real)."""
+    import dak.calibrate.overhead as ov
+    from dak.hardware import get_profile
+    from dak.models import Workload
+    seen = []
+
+    def fake(cfg, name, w, profile, gen_len):  # 1 ms + 0.3 ms/layer measured, 0.2 ms/layer of operators
+        n = cfg["num_hidden_layers"]
+        seen.append((name, n, w.batch, gen_len))
+        return 1e-3 + 3e-4 * n, 2e-4 * n
+
+    monkeypatch.setattr(ov, "step_time", fake)
+    w = Workload("decode", 4, 16, 8)
+    got = ov.layer_overhead("tiny-llama", w, get_profile("h200-pcie"), depths=(1, 3), gen_len=5)
+    assert got == pytest.approx(1e-4) and seen == [("tiny-llama", 1, 4, 5), ("tiny-llama", 3, 4, 5)]
+    monkeypatch.setattr(ov, "step_time", lambda cfg, *a: (1e-3, 2e-4 * cfg["num_hidden_layers"]))
+    assert ov.layer_overhead("tiny-llama", w, get_profile("h200-pcie")) == 0.0  # never negative
+    with pytest.raises(ValueError, match="two layer counts"):
+        ov.layer_overhead("tiny-llama", w, get_profile("h200-pcie"), depths=(3, 3))
+
+
+def test_step_time_runs_a_cut_model_through_the_engine():
+    """One real (CPU, interpreter) step_time: the model cut to one layer is built, decoded and freed."""
+    import os
+    if not torch.cuda.is_available():
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+    from dak.calibrate.overhead import step_time
+    from dak.hardware import get_profile
+    from dak.host import pinned_bytes
+    from dak.models import Workload
+    from dak.models.spec import load_config
+    name, cfg = load_config("tiny-llama")
+    before = pinned_bytes()
+    tpot, ops = step_time(dict(cfg, num_hidden_layers=1), name, Workload("decode", 2, 4, 2, "fp16"),
+                          get_profile("h200-pcie"), gen_len=3)
+    assert tpot > 0 and 0 < ops < tpot and pinned_bytes() == before

@@ -7,6 +7,7 @@ named in ``failures``; everything else is still written.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 from ..hardware import HardwareProfile
@@ -24,12 +25,13 @@ def require_gpu() -> None:
 
 
 def _steps(plan: CalibrationPlan) -> int:
-    return 3 + 2 * len(plan.link_grid) + 1 + sum(len(s.points) for s in plan.shapes)
+    return 3 + 2 * len(plan.link_grid) + 1 + sum(len(s.points) for s in plan.shapes) + 1
 
 
-def calibrate(plan: CalibrationPlan, spec, name: str, progress: bool = True):
+def calibrate(plan: CalibrationPlan, spec, name: str, progress: bool = True, model: str | None = None):
     """(profile, details): details holds what the profile does not (HBM bandwidth alone, host
-    bandwidth under load, failures) for the report."""
+    bandwidth under load, failures) for the report. `model` (a built-in name or config path;
+    default plan.model) is built at two depths to measure the per-layer small-kernel time."""
     require_gpu()
     import torch
     from tqdm import tqdm
@@ -37,6 +39,7 @@ def calibrate(plan: CalibrationPlan, spec, name: str, progress: bool = True):
     from .attention import time_attention
     from .device import LinkProbe, copy_engine_bandwidth, device_numbers, hbm_bandwidth, matmul_flops, metadata
     from .linear import LinearShape, measure_curve
+    from .overhead import layer_overhead
 
     bar = tqdm(total=_steps(plan), desc="dak calibrate", unit="step", disable=not progress)
     meta = metadata()
@@ -95,6 +98,13 @@ def calibrate(plan: CalibrationPlan, spec, name: str, progress: bool = True):
     profile = HardwareProfile(name=name, hbm_bandwidth=hbm, host_bandwidth_ce=ce,
                               host_bandwidth_sm=max(reads.values()), flops=flops, **numbers, meta=meta,
                               curves=tuple(curves), windows=tuple(windows), link=tuple(link))
+    bar.set_postfix_str("small kernels per layer")
+    try:  # against the roofline: the curves time operators alone, not the kernels between them
+        overhead = layer_overhead(model or plan.model, plan.workload, profile.roofline_only())
+        profile = dataclasses.replace(profile, layer_overhead_s=overhead)
+    except Exception as exc:  # noqa: BLE001 -- keep the rest of the profile
+        failures.append(f"layer overhead: {type(exc).__name__}: {exc}")
+    bar.update()
     details = {"hbm_alone": hbm_alone, "host_loaded": {f"{p}x{s}": v for (p, s), v in host_loaded.items()},
                "failures": failures}
     return profile, details

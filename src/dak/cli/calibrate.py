@@ -49,7 +49,7 @@ def run(args) -> int:
     require_gpu()
     import torch
     name = args.name or torch.cuda.get_device_name(0).lower().replace("nvidia ", "").replace(" ", "-") + "-calibrated"
-    profile, details = calibrate(plan, spec, name, progress=not args.no_progress)
+    profile, details = calibrate(plan, spec, name, progress=not args.no_progress, model=args.model)
     profile.to_json(args.out)
     if details["failures"]:
         with open(args.out + ".failures.json", "w") as fh:

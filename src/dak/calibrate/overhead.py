@@ -1,0 +1,56 @@
+"""The decode-step time per decoder layer that the planner's operators do not account for.
+
+Between the planned operators a decode step runs small kernels: norms, residual adds, the
+activation, the KV append, sampling, and a launch each. `layer_overhead` builds the model cut to
+two depths (all in HBM, seeded random weights), times its CUDA-graphed decode step at each,
+and returns (slope of the measured step over layers) - (slope of the planner's operator time),
+which a profile stores as ``layer_overhead_s`` and predictions add per layer.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..models.ops import Workload
+from ..models.spec import ModelSpec, load_config
+
+
+def step_time(cfg: dict, name: str, workload: Workload, profile, gen_len: int = 16) -> tuple[float, float]:
+    """(measured TPOT, planner's operator time) of `cfg`'s model placed all in HBM."""
+    from ..planner import plan
+    from ..runtime.offload import build_model
+    from ..runtime.engine import Engine
+    spec = ModelSpec.from_config(cfg, name=name)
+    w = Workload("decode", workload.batch, workload.prompt_len, gen_len, workload.dtype)
+    pl = plan(spec, w, profile)
+    dtype = torch.bfloat16 if w.dtype == "bf16" else torch.float16
+    model, kv = build_model(cfg, pl, dtype=dtype, tune=False, name=name)
+    engine = None
+    try:
+        engine = Engine(model, kv)
+        ids = torch.randint(3, spec.vocab_size, (w.batch, w.prompt_len), generator=torch.Generator().manual_seed(0))
+        engine.generate(ids, gen_len)  # warm-up and graph capture
+        tpot = min(engine.generate(ids, gen_len).tpot_s for _ in range(2))
+    finally:
+        if engine is not None:
+            engine._graphs.clear()
+        kv.free()
+        del model
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    return tpot, pl.step_time_s
+
+
+def layer_overhead(model: str, workload: Workload, profile, depths: tuple[int, int] = (1, 3),
+                   gen_len: int = 16) -> float:
+    """Seconds per decoder layer outside the planned operators (>= 0), from two depths of `model`."""
+    lo, hi = depths
+    if not 0 < lo < hi:
+        raise ValueError(f"depths must be two layer counts 0 < a < b, got {depths}")
+    name, cfg = load_config(model)
+    key = "num_hidden_layers"
+    if key not in cfg:
+        raise ValueError(f"{model}: its config has no {key}; cannot cut it to {depths} layers")
+    (t_lo, op_lo), (t_hi, op_hi) = (step_time(dict(cfg, **{key: d}), name, workload, profile, gen_len)
+                                    for d in depths)
+    return max(0.0, ((t_hi - t_lo) - (op_hi - op_lo)) / (hi - lo))
