@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The next H200 session's runs (benchmarks/H200_RUNBOOK.md), in three device calls of < 10 min:
-#   bash benchmarks/h200_next.sh A|B|C
+# The next H200 session's runs (benchmarks/H200_RUNBOOK.md), in four device calls of < 10 min:
+#   bash benchmarks/h200_next.sh A|B|C|D
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy has no .git).
 set -u
@@ -16,12 +16,14 @@ step() {  # step SECONDS COMMAND...: run with a time limit, log the tail, never 
     rm -f "$OUT/.step.log"
 }
 case "$1" in
-A)  # where the decode step's time goes; the copy engine for every host share; Llama-3-8B
-    step 100 python3 benchmarks/profile_step.py --model opt-6.7b --ratios 0,0.02,0.05 --out "$OUT/step-opt-6.7b.json"
-    step 80 python3 benchmarks/profile_step.py --model llama-2-7b --ratios 0,0.05 --out "$OUT/step-llama-2-7b.json"
-    step 150 env DAK_CE_MIN_SHARE=0 python3 -m dak bench e2e --models opt-6.7b,llama-2-7b --batch 8 \
+A)  # where the decode step's time goes; the copy engine for every host share
+    step 150 python3 benchmarks/profile_step.py --model opt-6.7b --ratios 0,0.02,0.05 --out "$OUT/step-opt-6.7b.json"
+    step 110 python3 benchmarks/profile_step.py --model llama-2-7b --ratios 0,0.05 --out "$OUT/step-llama-2-7b.json"
+    step 200 env DAK_CE_MIN_SHARE=0 python3 -m dak bench e2e --models opt-6.7b,llama-2-7b --batch 8 \
         --ratios 1,2,5,10 --systems dak-greedy,prefetch --out "$OUT/e2e-ce-every-share.json"
-    step 200 python3 -m dak bench e2e --models llama-3-8b --batch 8 \
+    ;;
+D)  # issue 5: a third model; predictions with layer_overhead_s on a model it was not fitted on
+    step 420 python3 -m dak bench e2e --models llama-3-8b --batch 8 \
         --systems dak-greedy,dak-uniform,all-hbm,prefetch,uva --out "$OUT/e2e-llama-3-8b.json"
     ;;
 B)  # issue 6: full calibration, fidelity, measured curves vs roofline end to end
@@ -36,6 +38,6 @@ C)  # issue 5 at batch 512; issue 4's full attention sweep
         --systems dak-greedy,dak-uniform,prefetch --out "$OUT/e2e-bs512.json"
     step 280 python3 benchmarks/bench_attention.py --out "$OUT/attention-h200.json"
     ;;
-*)  echo "usage: bash benchmarks/h200_next.sh A|B|C" >&2; exit 2 ;;
+*)  echo "usage: bash benchmarks/h200_next.sh A|B|C|D" >&2; exit 2 ;;
 esac
 tail -c 3000 "$log"
