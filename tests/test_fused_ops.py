@@ -50,6 +50,10 @@ def test_rms_norm_matches_hf(dtype, shape):
     _close(norm(x), ref, dtype, "installed forward")
     with pytest.raises(ValueError, match="does not match"):
         rms_norm(x, norm.weight[:-1], 1e-5)
+    with pytest.raises(ValueError, match="weight is"):
+        rms_norm(x.float(), norm.weight, 1e-5)
+    with pytest.raises(ValueError, match="on meta"):
+        rms_norm(x, norm.weight.to("meta"), 1e-5)
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])

@@ -38,6 +38,8 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
         raise ValueError(f"weight {tuple(weight.shape)} does not match the last axis of x {tuple(x.shape)}")
     if x.dtype != weight.dtype:
         raise ValueError(f"x is {x.dtype} but the weight is {weight.dtype}")
+    if x.device != weight.device:
+        raise ValueError(f"x is on {x.device} but the weight on {weight.device}; move one of them")
     n = x.shape[-1]
     x2 = x.reshape(-1, n)
     if x2.stride(-1) != 1:

@@ -73,6 +73,7 @@ class Engine:
                              f"got {prefill_tokens!r}")
         self.model, self.kv = model, kv
         self.prefill_tokens = prefill_tokens
+        self._spec = None  # the model's ModelSpec, for sizing prefill chunks (built on first use)
         self.base = model.base_model
         self.device = kv.device
         self.batch = kv.batch
@@ -135,9 +136,10 @@ class Engine:
                 - torch.cuda.memory_allocated(self.device)
         from dak.models.ops import Workload, minimum_hbm_set
         from dak.models.spec import ModelSpec
-        spec = ModelSpec.from_config(self.model.config.to_dict())
+        if self._spec is None:
+            self._spec = ModelSpec.from_config(self.model.config.to_dict())
         w = Workload(phase="prefill", batch=1, prompt_len=n, gen_len=0)  # bf16 and fp16: same bytes
-        per_request = 2.5 * minimum_hbm_set(spec, w).workspace
+        per_request = 2.5 * minimum_hbm_set(self._spec, w).workspace
         return max(1, min(b, int(0.8 * free_bytes / per_request)))
 
     @torch.no_grad()

@@ -80,12 +80,13 @@ def _host_available() -> int | None:
 def staging_bytes_for(placement) -> int:
     """HBM the copy-engine paths of `placement`'s linears will stage, which the plan does not
     count: two copy-ahead slots of the largest host part that decode copies (untuned configs use
-    the copy engine above LINK_BOUND_SHARE), plus the largest host part, which prefill (many
+    the copy engine above `ce_min_share()`), plus the largest host part, which prefill (many
     tokens) stages whole."""
-    from dak.kernels.config import LINK_BOUND_SHARE
+    from dak.kernels.config import ce_min_share
     parts = [op for op in placement.ops if op.kind not in ("attention", "embed_tokens", "embed_positions")
              and op.host_bytes]
-    decode = max((op.host_bytes for op in parts if op.ratio > LINK_BOUND_SHARE), default=0)
+    share = ce_min_share()
+    decode = max((op.host_bytes for op in parts if op.ratio > share), default=0)
     return 2 * decode + max((op.host_bytes for op in parts), default=0)
 
 
