@@ -17,6 +17,7 @@ step() {  # step SECONDS COMMAND...: run with a time limit, log the tail, never 
 }
 case "$1" in
 A)  # where the decode step's time goes; the copy engine for every host share
+    step 90 python3 -m pytest -q -m gpu tests/test_copy_ahead_gpu.py
     step 150 python3 benchmarks/profile_step.py --model opt-6.7b --ratios 0,0.02,0.05 --out "$OUT/step-opt-6.7b.json"
     step 110 python3 benchmarks/profile_step.py --model llama-2-7b --ratios 0,0.05 --out "$OUT/step-llama-2-7b.json"
     step 200 env DAK_CE_MIN_SHARE=0 python3 -m dak bench e2e --models opt-6.7b,llama-2-7b --batch 8 \
