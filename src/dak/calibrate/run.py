@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import traceback
 
 from ..hardware import HardwareProfile
 from ..measured import Curve, LinkSample
@@ -22,6 +23,12 @@ def require_gpu() -> None:
         raise ValueError("dak calibrate measures a GPU and none is visible here (torch.cuda.is_available() "
                          "is False or TRITON_INTERPRET is set); run it on the GPU machine, or pass --dry-run "
                          "to print what it would measure")
+
+
+def _failure(what: str, exc: Exception) -> str:
+    """One failures entry: what failed, the error, and where (the last frames of its traceback)."""
+    where = "".join(traceback.format_tb(exc.__traceback__)[-4:])
+    return f"{what}: {type(exc).__name__}: {exc}\n{where}"
 
 
 def _steps(plan: CalibrationPlan) -> int:
@@ -70,7 +77,19 @@ def calibrate(plan: CalibrationPlan, spec, name: str, progress: bool = True, mod
     del probe
     torch.cuda.empty_cache()
 
-    curves, windows, failures = [], [], []
+    failures = []
+    bar.set_postfix_str("small kernels per layer")
+    overhead = 0.0
+    try:  # first, on a clean GPU state; against the roofline (the curves time operators alone)
+        rough = HardwareProfile(name=name, hbm_bandwidth=hbm, host_bandwidth_ce=ce,
+                                host_bandwidth_sm=max(reads.values()), flops=flops, **numbers)
+        overhead = layer_overhead(model or plan.model, plan.workload, rough)
+    except Exception as exc:  # noqa: BLE001 -- keep the rest of the profile
+        failures.append(_failure("layer overhead", exc))
+    bar.update()
+    torch.cuda.empty_cache()
+
+    curves, windows = [], []
     for job in plan.shapes:
         bar.set_postfix_str(f"{job.names} {job.m}x{job.k}" if job.kind == "linear" else "attention")
         try:
@@ -89,7 +108,7 @@ def calibrate(plan: CalibrationPlan, spec, name: str, progress: bool = True, mod
                 note = f"split decode attention, {'tuned' if plan.tune else 'heuristic'}"
             curves.append(Curve(job.key, tuple(pts), note))
         except Exception as exc:  # noqa: BLE001 -- one failed shape must not lose the others
-            failures.append(f"{job.names} ({job.key}): {type(exc).__name__}: {exc}")
+            failures.append(_failure(f"{job.names} ({job.key})", exc))
         torch.cuda.empty_cache()
     bar.close()
     w = plan.workload
@@ -97,14 +116,8 @@ def calibrate(plan: CalibrationPlan, spec, name: str, progress: bool = True, mod
                 quick=plan.quick, tuned=plan.tune, tile_rows=plan.tile_rows)
     profile = HardwareProfile(name=name, hbm_bandwidth=hbm, host_bandwidth_ce=ce,
                               host_bandwidth_sm=max(reads.values()), flops=flops, **numbers, meta=meta,
-                              curves=tuple(curves), windows=tuple(windows), link=tuple(link))
-    bar.set_postfix_str("small kernels per layer")
-    try:  # against the roofline: the curves time operators alone, not the kernels between them
-        overhead = layer_overhead(model or plan.model, plan.workload, profile.roofline_only())
-        profile = dataclasses.replace(profile, layer_overhead_s=overhead)
-    except Exception as exc:  # noqa: BLE001 -- keep the rest of the profile
-        failures.append(f"layer overhead: {type(exc).__name__}: {exc}")
-    bar.update()
+                              curves=tuple(curves), windows=tuple(windows), link=tuple(link),
+                              layer_overhead_s=overhead)
     details = {"hbm_alone": hbm_alone, "host_loaded": {f"{p}x{s}": v for (p, s), v in host_loaded.items()},
                "failures": failures}
     return profile, details

@@ -47,7 +47,8 @@ class SplitLinear(nn.Module):
     """y = x @ W^T + b with W split by rows between pinned host memory and HBM.
 
     x: (..., in_features), bf16 or fp16, contiguous, on the GPU; returns (..., out_features) in
-    x's dtype, accumulated in fp32.
+    x's dtype, accumulated in fp32. Inference only: the output carries no autograd history,
+    also when x requires grad (call it under torch.no_grad() or inference_mode() to say so).
     """
 
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None = None, *,
@@ -174,7 +175,8 @@ class SplitLinear(nn.Module):
             cfg = self._configs.get(token_bucket(x2.shape[0]))
             if cfg is None:
                 cfg = self.prepare(x2.shape[0])
-            y = self._launch(x2, cfg)
+            with torch.no_grad():  # inference only: the launchers write into preallocated outputs
+                y = self._launch(x2, cfg)
         return y.reshape(*lead, self.out_features)
 
     def extra_repr(self) -> str:
