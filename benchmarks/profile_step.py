@@ -1,6 +1,8 @@
 """Where does a decode step's time go? GPU time per kernel category for dak.offload models.
 
-For each host ratio: builds the model (seeded random weights, untuned configs), times the
+For each offload ratio x: builds the model (seeded random weights, untuned configs) with the
+placement `dak bench e2e` gives that x (`--policy greedy`: the planner at the HBM budget that
+leaves x of the operator bytes on the host; `uniform`: x of every operator), times the
 CUDA-graphed decode step (TPOT), then profiles a few eager decode steps with torch.profiler and
 sums GPU time per category (split kernel, cuBLAS, copy-engine copies, attention, KV writes,
 norms, rotary, elementwise, other). Eager steps launch the same kernels as the graph, so the
@@ -8,6 +10,9 @@ per-category GPU time is comparable to TPOT; busy time below TPOT is idle GPU (l
 eager, waits on the link in either).
 
     PYTHONPATH=src python3 benchmarks/profile_step.py --model opt-6.7b --ratios 0,0.05 --out step.json
+
+(Until 2026-12-01 it always built the uniform policy, so its rows were not the greedy placement
+that `bench e2e` reports as dak-greedy; rows now carry their policy.)
 
 Without a GPU it runs tiny-llama under the Triton interpreter (CPU ops only; a flow check).
 """
@@ -70,9 +75,19 @@ def profile_steps(engine: Engine, steps: int):
     return table, sum(us for _, us in table.values())
 
 
-def run(model_name, batch, prompt_len, gen_len, ratio, steps):
+def run(model_name, batch, prompt_len, gen_len, ratio, steps, policy="greedy"):
+    from dak.baselines.e2e import budget_for
+    from dak.hardware import get_profile
+    from dak.models import Workload, load_spec
+    w = Workload("decode", batch, prompt_len, gen_len + steps, "bf16")
+    if policy == "uniform":
+        kw = {"host_ratio": ratio}
+    elif policy == "greedy":
+        kw = {"hbm_budget": budget_for(load_spec(model_name), w, ratio, get_profile("h200-pcie"))}
+    else:
+        raise ValueError(f"unknown policy {policy!r}: use greedy or uniform")
     model = dak.offload(model_name, batch=batch, prompt_len=prompt_len, gen_len=gen_len + steps,
-                        host_ratio=ratio, tune=False)
+                        policy=policy, tune=False, **kw)
     try:
         ids = torch.randint(3, model.config.vocab_size, (batch, prompt_len))
         model.generate(ids, max_new_tokens=gen_len)  # warm-up, graph capture, TPOT
@@ -81,7 +96,7 @@ def run(model_name, batch, prompt_len, gen_len, ratio, steps):
         ids_dev = ids.to(eager.device)
         eager.prefill(ids_dev, torch.full((batch,), prompt_len, dtype=torch.int32, device=eager.device))
         table, busy = profile_steps(eager, steps)
-        return {"model": model_name, "batch": batch, "x_req": ratio,
+        return {"model": model_name, "batch": batch, "x_req": ratio, "policy": policy,
                 "offload_ratio": model.dak_placement.offload_ratio, "tpot_graph_s": tpot,
                 "planned_step_s": model.dak_placement.step_time_s, "busy_us_per_step": busy,
                 "categories": {c: {"kernels_per_step": n, "us_per_step": us} for c, (n, us) in
@@ -97,6 +112,7 @@ def main(argv=None):
     ap.add_argument("--prompt-len", type=int, default=32)
     ap.add_argument("--gen-len", type=int, default=16)
     ap.add_argument("--ratios", default="0,0.05", help="host ratios (fractions), comma list")
+    ap.add_argument("--policy", default="greedy", choices=("greedy", "uniform"))
     ap.add_argument("--steps", type=int, default=4, help="profiled eager decode steps")
     ap.add_argument("--out", default="step-profile.json")
     a = ap.parse_args(argv)
@@ -106,10 +122,10 @@ def main(argv=None):
         name, a.batch, a.prompt_len, a.gen_len, a.steps = "tiny-llama", 2, 4, 2, 1
     rows = []
     for r in (float(v) for v in a.ratios.split(",") if v):
-        row = run(name, a.batch, a.prompt_len, a.gen_len, r, a.steps)
+        row = run(name, a.batch, a.prompt_len, a.gen_len, r, a.steps, a.policy)
         rows.append(row)
         how = "graph" if torch.cuda.is_available() else "interpreter"
-        print(f"{name} B={a.batch} x={100 * r:.1f}%: TPOT {1e3 * row['tpot_graph_s']:.2f} ms ({how}), "
+        print(f"{name} B={a.batch} x={100 * r:.1f}% {a.policy}: TPOT {1e3 * row['tpot_graph_s']:.2f} ms ({how}), "
               f"planned {1e3 * row['planned_step_s']:.2f} ms, busy {row['busy_us_per_step'] / 1e3:.2f} ms/step")
         for c, v in row["categories"].items():
             print(f"    {c:14s} {v['kernels_per_step']:7.1f} kernels {v['us_per_step'] / 1e3:8.3f} ms")

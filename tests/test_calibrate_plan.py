@@ -84,19 +84,49 @@ def test_layer_overhead_flow_on_the_cpu(monkeypatch):
     from dak.models import Workload
     seen = []
 
-    def fake(cfg, name, w, profile, gen_len):  # 1 ms + 0.3 ms/layer measured, 0.2 ms/layer of operators
+    def fake(cfg, name, w, profile, gen_len):  # 1 ms + 0.3 ms/layer measured
         n = cfg["num_hidden_layers"]
         seen.append((name, n, w.batch, gen_len))
-        return 1e-3 + 3e-4 * n, 2e-4 * n
+        return 1e-3 + 3e-4 * n, 0.0
 
     monkeypatch.setattr(ov, "step_time", fake)
     w = Workload("decode", 4, 16, 8)
-    got = ov.layer_overhead("tiny-llama", w, get_profile("h200-pcie"), depths=(1, 3), gen_len=5)
-    assert got == pytest.approx(1e-4) and seen == [("tiny-llama", 1, 4, 5), ("tiny-llama", 3, 4, 5)]
-    monkeypatch.setattr(ov, "step_time", lambda cfg, *a: (1e-3, 2e-4 * cfg["num_hidden_layers"]))
-    assert ov.layer_overhead("tiny-llama", w, get_profile("h200-pcie")) == 0.0  # never negative
+    prof = get_profile("h200-pcie")
+    ops = ov.planned_layer_slope("tiny-llama", w, prof, depths=(1, 3))
+    assert 0 < ops < 3e-4
+    got = ov.layer_overhead("tiny-llama", w, prof, depths=(1, 3), gen_len=5)
+    assert got == pytest.approx(3e-4 - ops) and seen == [("tiny-llama", 1, 4, 5), ("tiny-llama", 3, 4, 5)]
+    monkeypatch.setattr(ov, "step_time", lambda cfg, *a: (1e-3, 0.0))
+    assert ov.layer_overhead("tiny-llama", w, prof) == 0.0  # never negative
     with pytest.raises(ValueError, match="two layer counts"):
-        ov.layer_overhead("tiny-llama", w, get_profile("h200-pcie"), depths=(3, 3))
+        ov.layer_overhead("tiny-llama", w, prof, depths=(3, 3))
+
+
+def test_layer_overhead_is_taken_against_the_profiles_own_curves():
+    """With measured curves the operators' share of a layer is what the curves say, not the
+    roofline: otherwise a profile counts the operators' own inefficiency twice."""
+    import dataclasses
+    from dak.calibrate.overhead import planned_layer_slope
+    from dak.hardware import get_profile
+    from dak.measured import Curve
+    from dak.models import Workload, load_spec
+    from dak.models.ops import list_operators
+    from dak.models.spec import ModelSpec, load_config
+    from dak.planner.curves import op_key
+    w = Workload("decode", 4, 16, 8)
+    name, cfg = load_config("tiny-llama")
+    one, three = (list_operators(ModelSpec.from_config(dict(cfg, num_hidden_layers=n), name=name), w)
+                  for n in (1, 3))
+    per_layer = {op_key(op) for op in three if op.layer == 1}
+    assert None not in per_layer and len(per_layer) >= 4
+    t_op = 7e-5  # every operator shape measured flat at 70 us
+    keys = {op_key(op) for op in three if op_key(op)}
+    curved = dataclasses.replace(get_profile("h200-pcie"),
+                                 curves=tuple(Curve(k, ((0.0, t_op), (1.0, t_op))) for k in sorted(keys)))
+    layer_ops = (len(three) - len(one)) // 2
+    assert planned_layer_slope("tiny-llama", w, curved) == pytest.approx(layer_ops * t_op, rel=1e-6)
+    assert planned_layer_slope("tiny-llama", w, get_profile("h200-pcie")) < layer_ops * t_op / 10
+    assert load_spec("tiny-llama").num_layers > 1
 
 
 def test_step_time_runs_a_cut_model_through_the_engine():

@@ -79,3 +79,22 @@ def test_bad_ce_config():
         KernelConfig(ce_share=1.5)
     with pytest.raises(ValueError, match="ce_chunks"):
         KernelConfig(ce_chunks=0)
+
+
+def test_module_in_grad_mode_with_an_input_that_requires_grad():
+    """OPT under plain model(ids) (grad mode on, embeddings require grad): the staged rows'
+    torch GEMM writes into the output and must not trip autograd; results stay exact."""
+    from dak.kernels.tuning import token_bucket
+    from dak.nn import SplitLinear
+    torch.manual_seed(11)
+    w = (torch.randn(70, 48) * 0.1).to(torch.bfloat16)
+    b = torch.randn(70).to(torch.bfloat16)
+    mod = SplitLinear(w, b, host_rows=32, row_tile=16, tune=False)
+    mod._configs[token_bucket(5)] = KernelConfig(block_m=16, block_n=16, block_k=32, host_programs=2,
+                                                 hbm_programs=3, ce_share=1.0, ce_chunks=2)
+    x = torch.randn(5, 48).to(torch.bfloat16).to(DEV).requires_grad_(True)
+    assert torch.is_grad_enabled()
+    y = mod(x)
+    assert not y.requires_grad  # inference only: no autograd history through the split path
+    ref = x.detach().float() @ w.float().t() + b.float()
+    check(y, ref.to(DEV), torch.bfloat16, "grad mode")

@@ -3,8 +3,10 @@
 Between the planned operators a decode step runs small kernels: norms, residual adds, the
 activation, the KV append, sampling, and a launch each. `layer_overhead` builds the model cut to
 two depths (all in HBM, seeded random weights), times its CUDA-graphed decode step at each,
-and returns (slope of the measured step over layers) - (slope of the planner's operator time),
-which a profile stores as ``layer_overhead_s`` and predictions add per layer.
+and returns (slope of the measured step over layers) - (slope of the planner's operator time
+under the same profile's cost model), which a profile stores as ``layer_overhead_s`` and
+predictions add per layer. `dak calibrate` measures the slope first and subtracts the operator
+slope of its finished profile (measured curves), so the two are never counted twice.
 """
 
 from __future__ import annotations
@@ -41,9 +43,7 @@ def step_time(cfg: dict, name: str, workload: Workload, profile, gen_len: int = 
     return tpot, pl.step_time_s
 
 
-def layer_overhead(model: str, workload: Workload, profile, depths: tuple[int, int] = (1, 3),
-                   gen_len: int = 16) -> float:
-    """Seconds per decoder layer outside the planned operators (>= 0), from two depths of `model`."""
+def _cut_configs(model: str, depths: tuple[int, int]):
     lo, hi = depths
     if not 0 < lo < hi:
         raise ValueError(f"depths must be two layer counts 0 < a < b, got {depths}")
@@ -51,6 +51,32 @@ def layer_overhead(model: str, workload: Workload, profile, depths: tuple[int, i
     key = "num_hidden_layers"
     if key not in cfg:
         raise ValueError(f"{model}: its config has no {key}; cannot cut it to {depths} layers")
-    (t_lo, op_lo), (t_hi, op_hi) = (step_time(dict(cfg, **{key: d}), name, workload, profile, gen_len)
-                                    for d in depths)
-    return max(0.0, ((t_hi - t_lo) - (op_hi - op_lo)) / (hi - lo))
+    return name, [dict(cfg, **{key: d}) for d in depths]
+
+
+def measured_layer_slope(model: str, workload: Workload, profile, depths: tuple[int, int] = (1, 3),
+                         gen_len: int = 16) -> float:
+    """GPU: seconds per decoder layer of the measured graphed decode step (all in HBM)."""
+    name, cfgs = _cut_configs(model, depths)
+    (t_lo, _), (t_hi, _) = (step_time(c, name, workload, profile, gen_len) for c in cfgs)
+    return (t_hi - t_lo) / (depths[1] - depths[0])
+
+
+def planned_layer_slope(model: str, workload: Workload, profile, depths: tuple[int, int] = (1, 3)) -> float:
+    """CPU: seconds per decoder layer of the planner's operator time under `profile` (its curves
+    where it has them, else the roofline), all in HBM."""
+    from ..planner import plan
+    name, cfgs = _cut_configs(model, depths)
+    w = Workload("decode", workload.batch, workload.prompt_len, workload.gen_len, workload.dtype)
+    lo, hi = (plan(ModelSpec.from_config(c, name=name), w, profile).step_time_s for c in cfgs)
+    return (hi - lo) / (depths[1] - depths[0])
+
+
+def layer_overhead(model: str, workload: Workload, profile, depths: tuple[int, int] = (1, 3),
+                   gen_len: int = 16) -> float:
+    """Seconds per decoder layer outside the planned operators (>= 0), from two depths of `model`.
+
+    Relative to `profile`'s own operator times: a profile with measured curves needs the
+    difference against those (`planned_layer_slope`), not against the roofline."""
+    slope = measured_layer_slope(model, workload, profile, depths, gen_len)
+    return max(0.0, slope - planned_layer_slope(model, workload, profile, depths))

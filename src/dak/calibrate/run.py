@@ -46,7 +46,7 @@ def calibrate(plan: CalibrationPlan, spec, name: str, progress: bool = True, mod
     from .attention import time_attention
     from .device import LinkProbe, copy_engine_bandwidth, device_numbers, hbm_bandwidth, matmul_flops, metadata
     from .linear import LinearShape, measure_curve
-    from .overhead import layer_overhead
+    from .overhead import measured_layer_slope, planned_layer_slope
 
     bar = tqdm(total=_steps(plan), desc="dak calibrate", unit="step", disable=not progress)
     meta = metadata()
@@ -79,11 +79,11 @@ def calibrate(plan: CalibrationPlan, spec, name: str, progress: bool = True, mod
 
     failures = []
     bar.set_postfix_str("small kernels per layer")
-    overhead = 0.0
-    try:  # first, on a clean GPU state; against the roofline (the curves time operators alone)
+    slope = None
+    try:  # measured first, on a clean GPU state; the operators' share is taken off at the end
         rough = HardwareProfile(name=name, hbm_bandwidth=hbm, host_bandwidth_ce=ce,
                                 host_bandwidth_sm=max(reads.values()), flops=flops, **numbers)
-        overhead = layer_overhead(model or plan.model, plan.workload, rough)
+        slope = measured_layer_slope(model or plan.model, plan.workload, rough)
     except Exception as exc:  # noqa: BLE001 -- keep the rest of the profile
         failures.append(_failure("layer overhead", exc))
     bar.update()
@@ -116,8 +116,11 @@ def calibrate(plan: CalibrationPlan, spec, name: str, progress: bool = True, mod
                 quick=plan.quick, tuned=plan.tune, tile_rows=plan.tile_rows)
     profile = HardwareProfile(name=name, hbm_bandwidth=hbm, host_bandwidth_ce=ce,
                               host_bandwidth_sm=max(reads.values()), flops=flops, **numbers, meta=meta,
-                              curves=tuple(curves), windows=tuple(windows), link=tuple(link),
-                              layer_overhead_s=overhead)
+                              curves=tuple(curves), windows=tuple(windows), link=tuple(link))
     details = {"hbm_alone": hbm_alone, "host_loaded": {f"{p}x{s}": v for (p, s), v in host_loaded.items()},
                "failures": failures}
+    if slope is not None:  # beyond the operators as this profile times them (curves, else roofline)
+        ops = planned_layer_slope(model or plan.model, plan.workload, profile)
+        profile = dataclasses.replace(profile, layer_overhead_s=max(0.0, slope - ops))
+        details["layer_slope"] = (slope, ops)
     return profile, details
