@@ -12,7 +12,7 @@ import torch
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
-from dak.kernels.fused_ops import rms_norm, rotary  # noqa: E402
+from dak.kernels.fused_ops import layer_norm, rms_norm, rotary  # noqa: E402
 from dak.runtime.fused import fused, install  # noqa: E402
 
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
@@ -54,6 +54,37 @@ def test_rms_norm_matches_hf(dtype, shape):
         rms_norm(x.float(), norm.weight, 1e-5)
     with pytest.raises(ValueError, match="on meta"):
         rms_norm(x, norm.weight.to("meta"), 1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("shape", [(3, 1, 96), (2, 5, 130), (7, 4096)])
+def test_layer_norm_matches_torch(dtype, shape):
+    """One rounding of an fp32 result, as F.layer_norm: within one ulp of torch's (its fp32
+    sums run in another order), on odd widths, a mean far from zero, poisoned outputs."""
+    g = torch.Generator().manual_seed(sum(shape) + 1)
+    norm = torch.nn.LayerNorm(shape[-1], eps=1e-5)
+    norm.weight.data = torch.randn(shape[-1], generator=g)
+    norm.bias.data = torch.randn(shape[-1], generator=g)
+    norm = norm.to(DEV, dtype)
+    x = (3 * torch.randn(shape, generator=g) + 5).to(DEV, dtype)
+    with torch.no_grad():
+        ref = norm(x)
+        exact = torch.nn.functional.layer_norm(x.float(), shape[-1:], norm.weight.float(), norm.bias.float(), 1e-5)
+    got = layer_norm(x, norm.weight, norm.bias, norm.eps)
+    loose = 3 if TRUNCATES and dtype == torch.bfloat16 else 1
+    assert (got.float() - exact).abs().max() <= loose * ULP[dtype] * exact.abs().max() / 2 + 1e-6
+    _close_ulp = (got.float() - ref.float()).abs() <= loose * ULP[dtype] * ref.float().abs() + 1e-3 * ULP[dtype]
+    assert _close_ulp.all(), f"layer_norm {shape}: {(got.float() - ref.float()).abs().max():.3g}"
+    install(norm)
+    with torch.no_grad():
+        assert torch.equal(norm(x), got)  # the installed forward is the fused kernel
+    with pytest.raises(ValueError, match="bias .* does not match"):
+        layer_norm(x, norm.weight, norm.bias[:-1], 1e-5)
+    with pytest.raises(ValueError, match="bias is"):
+        layer_norm(x, norm.weight, norm.bias.float(), 1e-5)
+    plain = torch.nn.LayerNorm(shape[-1], elementwise_affine=False).to(DEV, dtype)
+    install(plain)  # no weight: not swapped, torch's own forward
+    assert "forward" not in vars(plain)
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])

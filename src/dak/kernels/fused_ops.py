@@ -1,10 +1,12 @@
-"""One-launch RMSNorm and rotary embedding, rounding exactly like the HF eager code they replace.
+"""One-launch RMSNorm, LayerNorm and rotary embedding, rounding like the eager code they replace.
 
 A decode step of a 7B model runs ~40 small kernels per layer besides its linears and attention;
 in a CUDA graph each still costs a few microseconds, which at batch 8 is as long as reading the
 weights. HF's RMSNorm is 8 kernels and its rotary embedding 10 (q and k); here each is one.
+torch's LayerNorm (OPT) is one kernel already but takes ~8 us at decode shapes on the H200.
 
     rms_norm:  y = w * round(x * rsqrt(mean(x^2) + eps))          (x in fp32, as LlamaRMSNorm)
+    layer_norm: y = round((x - mean) * rsqrt(var + eps) * w + b)  (fp32 throughout, as torch)
     rotary:    q' = round(q * cos) + round(rotate_half(q) * sin)  (each product rounded, as HF)
 
 Both run under the Triton interpreter on the CPU; `rotary` returns contiguous (B, H, L, D).
@@ -32,24 +34,52 @@ def _rms_norm_kernel(x_ptr, w_ptr, y_ptr, n_cols, stride_x, stride_y, eps,
     tl.store(y_ptr + row * stride_y + offs, (w * h).to(y_ptr.dtype.element_ty), mask=mask)
 
 
-def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    """RMSNorm over the last axis of `x` (any leading shape, contiguous last axis)."""
-    if x.shape[-1] != weight.shape[-1] or weight.dim() != 1:
-        raise ValueError(f"weight {tuple(weight.shape)} does not match the last axis of x {tuple(x.shape)}")
-    if x.dtype != weight.dtype:
-        raise ValueError(f"x is {x.dtype} but the weight is {weight.dtype}")
-    if x.device != weight.device:
-        raise ValueError(f"x is on {x.device} but the weight on {weight.device}; move one of them")
-    n = x.shape[-1]
-    x2 = x.reshape(-1, n)
-    if x2.stride(-1) != 1:
-        x2 = x2.contiguous()
+@triton.jit
+def _layer_norm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, n_cols, stride_x, stride_y, eps,
+                       BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    offs = tl.arange(0, BLOCK)
+    mask = offs < n_cols
+    x = tl.load(x_ptr + row * stride_x + offs, mask=mask, other=0.0).to(tl.float32)
+    mean = tl.sum(x, axis=0) / n_cols
+    d = tl.where(mask, x - mean, 0.0)
+    r = 1.0 / tl.sqrt(tl.sum(d * d, axis=0) / n_cols + eps)
+    w = tl.load(w_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    b = tl.load(b_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    tl.store(y_ptr + row * stride_y + offs, (d * r * w + b).to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def _rows(x: torch.Tensor, params) -> torch.Tensor:
+    """x as contiguous rows, after checking each of `params` against its last axis."""
+    for name, p in params:
+        if p.dim() != 1 or x.shape[-1] != p.shape[-1]:
+            raise ValueError(f"{name} {tuple(p.shape)} does not match the last axis of x {tuple(x.shape)}")
+        if x.dtype != p.dtype:
+            raise ValueError(f"x is {x.dtype} but the {name} is {p.dtype}")
+        if x.device != p.device:
+            raise ValueError(f"x is on {x.device} but the {name} on {p.device}; move one of them")
+    x2 = x.reshape(-1, x.shape[-1])
+    return x2 if x2.stride(-1) == 1 else x2.contiguous()
+
+
+def _launch_norm(kernel, x: torch.Tensor, x2: torch.Tensor, params, eps: float) -> torch.Tensor:
+    n = x2.shape[-1]
     y = torch.empty(x2.shape, dtype=x.dtype, device=x.device)
     if x2.shape[0]:
-        _rms_norm_kernel[(x2.shape[0],)](x2, weight, y, n, x2.stride(0), y.stride(0), float(eps),
-                                         BLOCK=next_pow2(n), num_warps=4 if n <= 4096 else 8,
-                                         enable_fp_fusion=False)
+        kernel[(x2.shape[0],)](x2, *params, y, n, x2.stride(0), y.stride(0), float(eps), BLOCK=next_pow2(n),
+                               num_warps=4 if n <= 4096 else 8, enable_fp_fusion=False)
     return y.view(x.shape)
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """RMSNorm over the last axis of `x` (any leading shape, contiguous last axis)."""
+    return _launch_norm(_rms_norm_kernel, x, _rows(x, [("weight", weight)]), (weight,), eps)
+
+
+def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float) -> torch.Tensor:
+    """LayerNorm with weight and bias over the last axis of `x` (F.layer_norm's result)."""
+    x2 = _rows(x, [("weight", weight), ("bias", bias)])
+    return _launch_norm(_layer_norm_kernel, x, x2, (weight, bias), eps)
 
 
 @triton.jit
