@@ -18,11 +18,15 @@ Without a GPU it runs tiny-llama under the Triton interpreter (CPU ops only; a f
 """
 
 import argparse
+import os
 import sys
 from collections import defaultdict
 from pathlib import Path
 
 import torch
+
+if not torch.cuda.is_available():  # the CPU flow check runs the kernels in Triton's interpreter
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import metadata, write_json  # noqa: E402

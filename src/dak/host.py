@@ -4,7 +4,11 @@
 that GPU threads (plain loads or TMA) can read it in place over the host link. PyTorch's own
 `pin_memory()` goes through a caching allocator that rounds every block up to a power of two
 (a 2.1 GiB weight would pin 4 GiB); this module pins exactly the bytes asked for. The memory is
-unregistered and freed when the buffer object is garbage collected.
+unregistered and freed when the buffer object is garbage collected -- except during CUDA graph
+capture: cudaFreeHost and cudaHostUnregister synchronize the device, which would invalidate the
+capture, so a release that arrives then (a buffer's last reference dropped, or a garbage
+collection inside capture) waits for `release_deferred()`, which the next allocation, `free()`
+and `pinned_bytes()` call.
 
 `check_host_tensor` validates a user-supplied host tensor: CPU, pinned, contiguous rows and
 16-byte aligned base and row stride (what TMA requires).
@@ -26,6 +30,7 @@ TMA_ALIGN = 16
 PIN_METHOD = os.environ.get("DAK_PIN_METHOD", "alloc")
 _CUDA_HOST_REGISTER_PORTABLE = 1
 _LIVE = [0]  # pinned bytes currently held (see pinned_bytes)
+_DEFERRED: list = []  # (release, args) that arrived during CUDA graph capture
 _CUDA_HOST_REGISTER_MAPPED = 2
 
 
@@ -56,10 +61,9 @@ def _host_alloc(nbytes: int):
     _LIVE[0] += nbytes
 
     class _PinnedBytes(ctypes.c_uint8 * nbytes):
-        def __del__(self, _ptr=ptr, _rt=rt, _n=nbytes, _live=_LIVE):
-            _live[0] -= _n
+        def __del__(self, _ptr=ptr, _rt=rt, _n=nbytes):
             try:
-                _rt.cudaFreeHost(_ptr)
+                _release(_free_host, _rt, _ptr, _n)
             except Exception:  # interpreter shutdown
                 pass
 
@@ -68,17 +72,60 @@ def _host_alloc(nbytes: int):
 
 def pinned_bytes() -> int:
     """Bytes of pinned host memory that dak's buffers hold right now (for leak checks)."""
+    release_deferred()
     return _LIVE[0]
 
 
-def _unregister(ptr: int, tensor: torch.Tensor, nbytes: int = 0) -> None:
-    # `tensor` is held here so the memory outlives its registration.
+def _capturing() -> bool:
+    try:
+        return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
+    except Exception:  # noqa: BLE001 -- interpreter shutdown, or no usable driver
+        return False
+
+
+def _release(fn, *args) -> None:
+    """Run one pinned-memory release now, or after the CUDA graph capture in progress."""
+    if _capturing():
+        _DEFERRED.append((fn, args))
+        return
+    release_deferred()
+    fn(*args)
+
+
+def release_deferred() -> int:
+    """Run the releases that arrived during graph capture (none while one is still running);
+    returns how many ran."""
+    if not _DEFERRED or _capturing():
+        return 0
+    todo, _DEFERRED[:] = list(_DEFERRED), []
+    for fn, args in todo:
+        fn(*args)
+    return len(todo)
+
+
+def _free_host(rt, ptr: int, nbytes: int) -> None:
+    _LIVE[0] -= nbytes
+    try:
+        rt.cudaFreeHost(ptr)
+    except Exception:  # noqa: BLE001 -- interpreter shutdown
+        pass
+
+
+def _unregister_now(ptr: int, tensor: torch.Tensor, nbytes: int) -> None:
+    # `tensor` is held until here so the memory outlives its registration.
     _LIVE[0] -= nbytes
     try:
         torch.cuda.cudart().cudaHostUnregister(ptr)
     except Exception:  # interpreter shutdown: the process is going away anyway
         pass
     del tensor
+
+
+def _unregister(ptr: int, tensor: torch.Tensor, nbytes: int = 0) -> None:
+    try:
+        _release(_unregister_now, ptr, tensor, nbytes)
+    except Exception:  # noqa: BLE001 -- interpreter shutdown
+        pass
 
 
 def padded_cols(cols: int, dtype: torch.dtype) -> int:
@@ -100,6 +147,7 @@ class PinnedBuffer:
         if len(shape) != 2 or any(s < 0 for s in shape):
             raise ValueError(f"PinnedBuffer takes a non-negative (rows, cols) shape, got {shape}")
         rows, cols = shape
+        release_deferred()
         pcols = padded_cols(cols, dtype)
         es = torch.empty((), dtype=dtype).element_size()
         self.nbytes = rows * pcols * es
