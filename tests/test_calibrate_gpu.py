@@ -32,7 +32,9 @@ def test_calibrate_smoke(tmp_path, monkeypatch, capsys):
     assert all(prof.meta.get(k) for k in ("driver", "torch", "triton", "date"))
     assert 1e9 < prof.host_bandwidth_sm < prof.host_bandwidth_ce * 1.5 < prof.hbm_bandwidth
     assert prof.flops > 1e13 and prof.sm_count == torch.cuda.get_device_properties(0).multi_processor_count
-    assert 1e-6 < prof.layer_overhead_s < 1e-3, prof.layer_overhead_s  # a few small kernels per layer
+    # beyond the operators as its own curves time them (>= 0; tiny ops are mostly launch time)
+    assert 0 <= prof.layer_overhead_s < 1e-3, prof.layer_overhead_s
+    assert "a decode step takes" in text
     assert len(prof.link) == len(QUICK_LINK_GRID) and all(s.hbm_bandwidth > 0 for s in prof.link)
     spec, w = load_spec("tiny-llama"), Workload("decode", 4, 64, 16)
     jobs = make_plan(spec, w, quick=True).shapes

@@ -74,6 +74,9 @@ def test_compare_and_summary(tmp_path, capsys):
     assert "gain over un-capped host programs min 1.20x" in s
     assert "1 point(s) > 5% above the convex envelope" in s and "FAILED (roofline used instead): x: boom" in s
     assert "0.91x" in s  # HBM next to the host readers vs alone
+    assert "a decode step takes" not in s
+    s = summary(_profile(), {"layer_slope": (1.705e-4, 1.621e-4)})
+    assert "a decode step takes 170.50 us per layer, its operators 162.10 us" in s
 
 
 def test_layer_overhead_flow_on_the_cpu(monkeypatch):

@@ -22,6 +22,10 @@ def summary(profile, details: dict | None = None) -> str:
            f"(best window), matmul {profile.flops / 1e12:.0f} TFLOP/s",
            f"small kernels between operators: {format_time(profile.layer_overhead_s)} per decoder layer "
            "(added to predicted decode steps)"]
+    if d.get("layer_slope"):
+        step, ops = d["layer_slope"]
+        out[-1] += (f": a decode step takes {format_time(step)} per layer, its operators "
+                    f"{format_time(ops)} as this profile times them")
     out += congestion_lines(profile, d.get("hbm_alone"), d.get("host_loaded", {}))
     out += window_lines(profile)
     for c in profile.curves:
