@@ -7,7 +7,9 @@ CUDA-graphed decode step (TPOT), then profiles a few eager decode steps with tor
 sums GPU time per category (split kernel, cuBLAS, copy-engine copies, attention, KV writes,
 norms, rotary, elementwise, other). Eager steps launch the same kernels as the graph, so the
 per-category GPU time is comparable to TPOT; busy time below TPOT is idle GPU (launch gaps in
-eager, waits on the link in either).
+eager, waits on the link in either). On a GPU it then profiles replays of the captured decode
+graph and reports when the host link (copy-engine copies) idles and what runs meanwhile
+(benchmarks/step_timeline.py).
 
     PYTHONPATH=src python3 benchmarks/profile_step.py --model opt-6.7b --ratios 0,0.05 --out step.json
 
@@ -30,6 +32,7 @@ if not torch.cuda.is_available():  # the CPU flow check runs the kernels in Trit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import metadata, write_json  # noqa: E402
+from step_timeline import describe  # noqa: E402
 
 import dak  # noqa: E402
 from dak.runtime.engine import Engine, Sampling  # noqa: E402
@@ -79,18 +82,39 @@ def profile_steps(engine: Engine, steps: int):
     return table, sum(us for _, us in table.values())
 
 
+def graph_timeline(engine: Engine, steps: int) -> dict | None:
+    """GPU: the link timeline (step_timeline.link_report) of `steps` replays of the captured
+    decode graph; None without a GPU or a captured graph."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from step_timeline import Span, link_report
+    graph = engine._graphs.get(Sampling())
+    if engine.device.type != "cuda" or graph is None:
+        return None
+    torch.cuda.synchronize(engine.device)
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            graph.replay()
+        torch.cuda.synchronize(engine.device)
+    spans = [Span(ev.name, ev.time_range.start, ev.time_range.end) for ev in prof.events()
+             if ev.device_type == torch.autograd.DeviceType.CUDA]
+    if not spans:
+        return {"note": "the profiler recorded no kernels inside graph replays"}
+    return link_report(spans, steps, lambda n: category(n) == "copy engine", category)
+
+
 def run(model_name, batch, prompt_len, gen_len, ratio, steps, policy="greedy"):
     from dak.baselines.e2e import budget_for
     from dak.hardware import get_profile
     from dak.models import Workload, load_spec
-    w = Workload("decode", batch, prompt_len, gen_len + steps, "bf16")
+    w = Workload("decode", batch, prompt_len, gen_len + 2 * steps, "bf16")  # eager steps, then graph replays
     if policy == "uniform":
         kw = {"host_ratio": ratio}
     elif policy == "greedy":
         kw = {"hbm_budget": budget_for(load_spec(model_name), w, ratio, get_profile("h200-pcie"))}
     else:
         raise ValueError(f"unknown policy {policy!r}: use greedy or uniform")
-    model = dak.offload(model_name, batch=batch, prompt_len=prompt_len, gen_len=gen_len + steps,
+    model = dak.offload(model_name, batch=batch, prompt_len=prompt_len, gen_len=w.gen_len,
                         policy=policy, tune=False, **kw)
     try:
         ids = torch.randint(3, model.config.vocab_size, (batch, prompt_len))
@@ -100,11 +124,13 @@ def run(model_name, batch, prompt_len, gen_len, ratio, steps, policy="greedy"):
         ids_dev = ids.to(eager.device)
         eager.prefill(ids_dev, torch.full((batch,), prompt_len, dtype=torch.int32, device=eager.device))
         table, busy = profile_steps(eager, steps)
+        timeline = graph_timeline(model.dak_engine, steps)
         return {"model": model_name, "batch": batch, "x_req": ratio, "policy": policy,
                 "offload_ratio": model.dak_placement.offload_ratio, "tpot_graph_s": tpot,
                 "planned_step_s": model.dak_placement.step_time_s, "busy_us_per_step": busy,
                 "categories": {c: {"kernels_per_step": n, "us_per_step": us} for c, (n, us) in
-                               sorted(table.items(), key=lambda kv: -kv[1][1])}}
+                               sorted(table.items(), key=lambda kv: -kv[1][1])},
+                "graph_timeline": timeline}
     finally:
         model.dak_free()
 
@@ -133,6 +159,8 @@ def main(argv=None):
               f"planned {1e3 * row['planned_step_s']:.2f} ms, busy {row['busy_us_per_step'] / 1e3:.2f} ms/step")
         for c, v in row["categories"].items():
             print(f"    {c:14s} {v['kernels_per_step']:7.1f} kernels {v['us_per_step'] / 1e3:8.3f} ms")
+        if row["graph_timeline"] and "note" not in row["graph_timeline"]:
+            print("\n".join(describe(row["graph_timeline"])))
     write_json(a.out, {"meta": metadata(), "rows": rows})
     print(f"wrote {a.out}")
 
