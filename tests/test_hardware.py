@@ -44,6 +44,21 @@ def test_layer_overhead_is_optional_and_round_trips(tmp_path):
             HardwareProfile(**{**h.to_dict(), "layer_overhead_s": bad})
 
 
+@pytest.mark.parametrize("name", ["inplace_op_overhead_s", "copy_op_overhead_s", "attention_host_excess"])
+def test_split_operator_overheads_are_optional_and_round_trip(tmp_path, name):
+    h = PRESETS["h200-pcie"]
+    assert getattr(h, name) > 0 and getattr(PRESETS["gh200"], name) == 0.0
+    path = tmp_path / "h.json"
+    h.to_json(str(path))
+    assert json.loads(path.read_text())[name] == getattr(h, name)
+    assert HardwareProfile.from_json(str(path)) == h
+    d = h.to_dict()
+    del d[name]
+    assert getattr(HardwareProfile.from_dict(d), name) == 0.0
+    with pytest.raises(ValueError, match=f"{name}.*non-negative"):
+        HardwareProfile(**{**h.to_dict(), name: -1.0})
+
+
 def test_validation():
     d = PRESETS["h200-pcie"].to_dict()
     for field in ("hbm_bandwidth", "flops", "sm_count", "host_ram"):

@@ -139,3 +139,41 @@ def test_budget_errors():
         plan(spec, w, H200, policy="random")
     with pytest.raises(ValueError, match="tile_rows"):
         plan(spec, w, H200, tile_rows=0)
+
+
+def test_prediction_adds_each_split_operators_overhead():
+    """dak's own placements predict the small kernels per layer plus a per-operator excess of
+    its split linears (in place or by copy engine) and host-KV attention; prefetch, prefill,
+    and operators timed by a measured curve get none of it. The bound never changes."""
+    import dataclasses
+
+    from dak.measured import Curve
+    from dak.planner.curves import op_key
+    from dak.shares import ce_min_share
+    spec, w = load_spec("llama-2-7b"), Workload("decode", 8, 32, 32)
+    prof = dataclasses.replace(H200, inplace_op_overhead_s=3e-6, copy_op_overhead_s=20e-6,
+                               attention_host_excess=0.5)
+    bare = dataclasses.replace(prof, inplace_op_overhead_s=0.0, copy_op_overhead_s=0.0, attention_host_excess=0.0)
+    total = sum(op.bytes for op in list_operators(spec, w))
+    for x, policy in [(0.01, "greedy"), (0.05, "greedy"), (0.10, "greedy"), (0.02, "uniform"), (0.3, "uniform")]:
+        budget = int(total * (1 - x))
+        pl, ref = plan(spec, w, prof, budget, policy), plan(spec, w, bare, budget, policy)
+        assert [o.host_units for o in pl.ops] == [o.host_units for o in ref.ops]  # decisions unchanged
+        assert pl.step_time_s == ref.step_time_s and ref.overhead_s == pytest.approx(32 * H200.layer_overhead_s)
+        lin = [o for o in pl.ops if o.host_bytes and o.kind != "attention" and not o.kind.startswith("embed")]
+        n_ce = sum(o.ratio >= ce_min_share() for o in lin)
+        att = sum(o.traffic * o.ratio for o in pl.ops if o.kind == "attention") / prof.split_host_bandwidth
+        want = 3e-6 * (len(lin) - n_ce) + 20e-6 * n_ce + 0.5 * att
+        assert want > 0, (x, policy)
+        assert pl.overhead_s - ref.overhead_s == pytest.approx(want, rel=1e-9), (x, policy)
+    budget = int(total * 0.95)
+    assert plan(spec, w, prof, budget, "prefetch").overhead_s == pytest.approx(32 * H200.layer_overhead_s)
+    assert plan(spec, Workload("prefill", 8, 32, 0), prof, budget).overhead_s == 0.0
+    # operators with a measured curve carry their own excess: a profile measuring every linear
+    pl = plan(spec, w, prof, budget)
+    ops = list_operators(spec, w)
+    curved = dataclasses.replace(prof, curves=tuple(
+        Curve(k, ((0.0, 1e-5), (1.0, 1e-3))) for k in sorted({op_key(o) for o in ops if op_key(o)})))
+    pc = plan(spec, w, curved, budget)
+    assert pc.cost_model == "measured" and pc.overhead_s == pytest.approx(32 * H200.layer_overhead_s)
+    assert pl.overhead_s > pc.overhead_s

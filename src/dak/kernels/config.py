@@ -7,15 +7,12 @@ row tiles (to within one), so no program runs a final, mostly idle round.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, replace
 
 from dak.runtime_env import interpreting
+from dak.shares import LINK_BOUND_SHARE, ce_min_share  # noqa: F401 -- re-exported for the launchers
 
 MAX_DECODE_TOKENS = 64  # up to this many tokens, one program covers all of them: no re-reads
-# Above this host share a memory-bound operator is link-bound on a PCIe Gen5 GPU (x* = B_h /
-# (B_h + B_g) ~ 1.5% on the H200); the untuned config then moves host rows by copy engine.
-LINK_BOUND_SHARE = 0.02
 MAX_SPLIT_ITEMS = 256  # host split-K only pays when host row tiles are few; caps its workspace
 HOST_KERNELS = ("triton", "triton_once", "cuda_multicast")  # host row readers for N > block_n
 
@@ -139,21 +136,6 @@ def finalize(cfg: KernelConfig, m_host: int, m_hbm: int, sms: int, hbm_occupancy
     # outputs of the slot-read token blocks, varying run to run); 3+ stages were exact.
     stages = max(cfg.num_stages, 3) if cfg.host_kernel == "triton_once" else cfg.num_stages
     return replace(cfg, host_programs=host, hbm_programs=hbm, host_split_k=split, num_stages=stages)
-
-
-def ce_min_share() -> float:
-    """Host share above which untuned decode configs use the copy engine: LINK_BOUND_SHARE, or
-    $DAK_CE_MIN_SHARE (a fraction in [0, 1]; 0 = every host share) for experiments."""
-    raw = os.environ.get("DAK_CE_MIN_SHARE")
-    if raw is None:
-        return LINK_BOUND_SHARE
-    try:
-        v = float(raw)
-    except ValueError:
-        v = -1.0
-    if not 0.0 <= v <= 1.0:
-        raise ValueError(f"DAK_CE_MIN_SHARE must be a fraction in [0, 1], got {raw!r}")
-    return v
 
 
 def heuristic_config(n_tokens: int, m_host: int, m_hbm: int, k: int, sms: int, tma_ok: bool) -> KernelConfig:

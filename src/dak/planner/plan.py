@@ -27,9 +27,10 @@ import math
 from ..hardware import HardwareProfile
 from ..models.ops import DEFAULT_RESERVE, Workload, list_operators, minimum_hbm_set
 from ..models.spec import ModelSpec
+from ..shares import ce_min_share
 from ..units import MIB, format_bytes
 from .cost import op_time
-from .curves import coverage
+from .curves import coverage, curve_for
 from .greedy import round_to_units, solve_continuous
 from .placement import OpPlacement, Placement
 
@@ -85,6 +86,22 @@ def step_overhead(spec: ModelSpec, workload: Workload, profile: HardwareProfile)
     return spec.num_layers * profile.layer_overhead_s if workload.phase == "decode" else 0.0
 
 
+def split_overhead(ops, placed, workload: Workload, profile: HardwareProfile) -> float:
+    """Decode-step time of dak's split operators beyond their roofline (profile's per-op
+    overheads; operators timed by a measured curve carry their own)."""
+    if workload.phase != "decode":
+        return 0.0
+    share, total = ce_min_share(), 0.0
+    for op, p in zip(ops, placed):
+        if not p.host_bytes or op.kind.startswith("embed") or curve_for(op, profile) is not None:
+            continue
+        if op.kind == "attention":
+            total += profile.attention_host_excess * op.traffic * p.ratio / profile.split_host_bandwidth
+        else:
+            total += profile.copy_op_overhead_s if p.ratio >= share else profile.inplace_op_overhead_s
+    return total
+
+
 def plan(spec: ModelSpec, workload: Workload, profile: HardwareProfile, hbm_budget: int | None = None,
          policy: str = "greedy", tile_rows: int = 64, reserve: int = DEFAULT_RESERVE,
          spare_link: bool = False, ops=None, cost_model: str = "auto") -> Placement:
@@ -134,6 +151,8 @@ def plan(spec: ModelSpec, workload: Workload, profile: HardwareProfile, hbm_budg
         times = [op_time(op, op.host_bytes_for(k) / op.bytes if op.bytes else 0.0, profile)
                  for op, k in zip(ops, ks)]
     placed = tuple(_op_placement(op, k, t) for op, k, t in zip(ops, ks, times))
+    if policy != "prefetch":
+        common["overhead_s"] += split_overhead(ops, placed, workload, profile)
     host = sum(p.host_bytes for p in placed)
     if host > profile.host_ram:
         raise ValueError(f"the {policy} plan needs {format_bytes(host)} of pinned host memory but "

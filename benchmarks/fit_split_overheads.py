@@ -1,0 +1,77 @@
+"""Fit the per-split-operator excesses of a hardware profile to measured end-to-end runs.
+
+For every dak-greedy / dak-uniform run at x > 0 in a `dak bench e2e` JSON, the placement is
+re-planned on the CPU with the profile's per-operator excesses set to zero, and
+(measured TPOT - predicted TPOT) is regressed on: the number of split linears read in place,
+the number going through the copy engine, and the host-KV link time of split attention.
+Prints the coefficients on all runs, then fitted on all models but one and checked on it.
+
+    PYTHONPATH=src python3 benchmarks/fit_split_overheads.py --results benchmarks/results/e2e-h200.json
+
+The `h200-pcie` preset's inplace_op_overhead_s, copy_op_overhead_s and attention_host_excess
+are this script's all-runs coefficients on e2e-h200.json (2026-12-01).
+"""
+
+import argparse
+import dataclasses
+import json
+
+import numpy as np
+
+from dak.hardware import get_profile
+from dak.models import Workload, load_spec
+from dak.planner import plan
+from dak.shares import ce_min_share
+
+FEATURES = ("inplace ops", "copy-engine ops", "host-KV link s")
+
+
+def samples(rows, profile):
+    bare = dataclasses.replace(profile, inplace_op_overhead_s=0.0, copy_op_overhead_s=0.0,
+                               attention_host_excess=0.0)
+    out, seen = [], set()
+    for r in rows:
+        key = (r["model"], r["batch"], r["x_req"], r["system"])
+        if r["system"] not in ("dak-greedy", "dak-uniform") or r.get("status") != "ok" or not r["x_req"] \
+                or key in seen:
+            continue
+        seen.add(key)
+        w = Workload("decode", r["batch"], r["prompt_len"], r["gen_len"], r["dtype"])
+        pl = plan(load_spec(r["model"]), w, bare, hbm_budget=r["hbm_budget"], policy=r["system"].split("-")[1])
+        lin = [o for o in pl.ops if o.host_bytes and o.kind != "attention" and not o.kind.startswith("embed")]
+        n_ce = sum(o.ratio >= ce_min_share() for o in lin)
+        att = sum(o.traffic * o.ratio for o in pl.ops if o.kind == "attention") / bare.split_host_bandwidth
+        out.append({"model": r["model"], "system": r["system"], "x": r["x_req"], "measured": r["tpot_s"],
+                    "predicted": pl.predicted_s, "f": np.array([len(lin) - n_ce, n_ce, att], float)})
+    return out
+
+
+def fit(data):
+    a = np.array([d["f"] for d in data])
+    y = np.array([d["measured"] - d["predicted"] for d in data])
+    return np.linalg.lstsq(a, y, rcond=None)[0]
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--results", default="benchmarks/results/e2e-h200.json")
+    ap.add_argument("--hardware", default="h200-pcie")
+    a = ap.parse_args(argv)
+    with open(a.results) as fh:
+        data = samples(json.load(fh)["rows"], get_profile(a.hardware))
+    if len(data) < len(FEATURES):
+        raise SystemExit(f"{a.results}: only {len(data)} dak runs at x > 0; need at least {len(FEATURES)}")
+    c = fit(data)
+    print(f"{len(data)} runs: " + ", ".join(f"{n} {v:.4g}" for n, v in zip(FEATURES, c)))
+    for held in sorted({d["model"] for d in data}):
+        c = fit([d for d in data if d["model"] != held])
+        for sys_ in ("dak-greedy", "dak-uniform"):
+            q = [(d["predicted"] + c @ d["f"]) / d["measured"] for d in data
+                 if d["model"] == held and d["system"] == sys_]
+            if q:
+                print(f"held out {held} {sys_}: predicted/measured {', '.join(f'{v:.2f}' for v in q)}; "
+                      f"within 10%: {sum(abs(v - 1) <= 0.1 for v in q)} of {len(q)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,28 @@
+"""The host share above which an untuned decode config moves host rows by the copy engine.
+
+Shared by the kernels' heuristic (dak.kernels.config) and the planner's per-operator overheads
+(dak.planner.plan), which stays free of torch and triton.
+"""
+
+from __future__ import annotations
+
+import os
+
+# Above this host share a memory-bound operator is link-bound on a PCIe Gen5 GPU (x* = B_h /
+# (B_h + B_g) ~ 1.5% on the H200); the untuned config then moves host rows by copy engine.
+LINK_BOUND_SHARE = 0.02
+
+
+def ce_min_share() -> float:
+    """Host share above which untuned decode configs use the copy engine: LINK_BOUND_SHARE, or
+    $DAK_CE_MIN_SHARE (a fraction in [0, 1]; 0 = every host share) for experiments."""
+    raw = os.environ.get("DAK_CE_MIN_SHARE")
+    if raw is None:
+        return LINK_BOUND_SHARE
+    try:
+        v = float(raw)
+    except ValueError:
+        v = -1.0
+    if not 0.0 <= v <= 1.0:
+        raise ValueError(f"DAK_CE_MIN_SHARE must be a fraction in [0, 1], got {raw!r}")
+    return v
