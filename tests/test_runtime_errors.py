@@ -75,6 +75,10 @@ def test_bad_arguments():
         dak.offload("tiny-llama", batch=0, max_len=8)
     with pytest.raises(ValueError, match="built-in name"):
         dak.offload(42, batch=1, max_len=8)
+    for kw, name in (({"prompt_len": 4, "gen_len": -3}, "gen_len"), ({"prompt_len": 0, "gen_len": 2}, "prompt_len"),
+                     ({"max_len": 0}, "max_len"), ({"max_len": 8.5}, "max_len")):
+        with pytest.raises(ValueError, match=f"{name} must be an integer >= 1"):
+            dak.offload("tiny-llama", batch=1, **kw)
 
 
 def test_generate_beyond_the_cache(tiny):
@@ -114,3 +118,6 @@ def test_cli_generate_runs_and_rejects_bad_input(capsys):
                       (["--baseline", "uva", "--hbm-budget", "1GiB"], "--host-ratio")):
         assert main(["generate", "--model", "tiny-llama", "--gen-len", "1"] + argv) == 2
         assert msg in capsys.readouterr().err
+    # without a GPU an unknown model is still an error (not silently replaced by tiny-llama)
+    assert main(["generate", "--model", "no-such-model", "--gen-len", "1"]) == 2
+    assert "unknown model 'no-such-model'" in capsys.readouterr().err

@@ -45,6 +45,8 @@ def run(args) -> int:
     gpu = torch.cuda.is_available()
     model_name = args.model
     if not gpu:
+        from ..models import load_spec
+        load_spec(model_name)  # an unknown name or a broken folder is an error here too
         os.environ["TRITON_INTERPRET"] = "1"
         if not (os.path.isdir(model_name) or model_name.startswith("tiny-")):
             print(f"dak: no CUDA GPU here: running {CPU_MODEL} instead of {model_name} through the same "

@@ -39,6 +39,9 @@ def hf_config(cfg: dict):
 
 def workload_for(batch: int, max_len: int | None, prompt_len: int | None, gen_len: int | None,
                  dtype: torch.dtype) -> Workload:
+    for name, v in (("max_len", max_len), ("prompt_len", prompt_len), ("gen_len", gen_len)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
     if max_len is None:
         if prompt_len is None or gen_len is None:
             raise ValueError("give max_len, or both prompt_len and gen_len")
