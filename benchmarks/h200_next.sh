@@ -17,11 +17,17 @@ step() {  # step SECONDS COMMAND...: run with a time limit, log the tail, never 
 }
 case "$1" in
 A)  # GPU tests not yet run on the H200; where OPT's decode step loses to prefetch
-    step 120 python3 -m pytest -q -m gpu tests/test_host_release.py tests/test_calibrate_gpu.py tests/test_copy_ahead_gpu.py
-    step 120 python3 benchmarks/profile_step.py --model opt-6.7b --policy greedy --ratios 0.02,0.05 --out "$OUT/step-opt-greedy.json"
-    step 80 python3 benchmarks/profile_step.py --model llama-2-7b --policy greedy --ratios 0.05 --out "$OUT/step-llama-greedy.json"
-    step 200 python3 -m dak bench e2e --models opt-6.7b --batch 8 --ratios 2,5 --tune \
+    step 150 python3 -m pytest -q -m gpu tests/test_host_release.py tests/test_calibrate_gpu.py tests/test_copy_ahead_gpu.py \
+        tests/test_split_attention_gpu.py::test_copy_rows_inside_a_replayed_graph \
+        tests/test_runtime_gpu.py::test_kv_bucket_graphs_equal_one_graph
+    step 100 python3 benchmarks/profile_step.py --model opt-6.7b --policy greedy --ratios 0.02,0.05 --out "$OUT/step-opt-greedy.json"
+    step 60 python3 benchmarks/profile_step.py --model llama-2-7b --policy greedy --ratios 0.05 --out "$OUT/step-llama-greedy.json"
+    step 120 python3 -m dak bench e2e --models opt-6.7b --batch 8 --ratios 2,5 --tune \
         --systems dak-greedy,prefetch --out "$OUT/e2e-opt-tuned.json"
+    for kb in 1 4; do  # host KV copied up to the cache-length bucket instead of max_len
+        step 60 python3 -m dak bench e2e --models llama-2-7b --batch 8 --ratios 5,10 --systems dak-greedy \
+            --kv-buckets $kb --out "$OUT/e2e-kv-buckets-$kb.json"
+    done
     ;;
 B)  # issue 6: curves measured at the e2e workload, then measured curves vs the preset in one call
     step 300 python3 -m dak calibrate --model llama-2-7b --prompt-len 32 --gen-len 32 --no-progress \

@@ -118,3 +118,37 @@ def test_prefill_in_request_chunks_gives_the_same_tokens(checkpoints):
     with pytest.raises(ValueError, match="prefill_tokens"):
         type(engine)(model, model.dak_kv, graphs=False, prefill_tokens=0)
     model.dak_free()
+
+
+def test_kv_bucket_caps():
+    from dak.runtime.engine import kv_bucket_caps
+    assert kv_bucket_caps(64, 1) == (64,) and kv_bucket_caps(64, 4) == (16, 32, 48, 64)
+    assert kv_bucket_caps(10, 4) == (3, 5, 8, 10) and kv_bucket_caps(3, 8) == (1, 2, 3)
+    for bad in (0, -1, 2.5, True):
+        with pytest.raises(ValueError, match="kv_buckets must be an integer >= 1"):
+            kv_bucket_caps(64, bad)
+
+
+def test_kv_buckets_change_no_tokens_and_reset_the_copy_rows(checkpoints, monkeypatch):
+    """Eager decoding with length buckets sets the attention's copy rows to exactly the rows in
+    use each step (the longest request's keys), never fewer, and clears them afterwards."""
+    from dak.host import pinned_bytes
+    from dak.runtime.kv import DakKV
+    hf, path = checkpoints["tiny-llama"]
+    ids = torch.randint(3, hf.config.vocab_size, (2, PROMPT), generator=torch.Generator().manual_seed(5))
+    plain = dak.offload(path, batch=2, max_len=PROMPT + 6, host_ratio=1.0, dtype=DTYPE, tune=False)
+    want = plain.generate(ids, max_new_tokens=6)
+    plain.dak_free()
+    seen = []
+    real = DakKV.set_copy_rows
+    monkeypatch.setattr(DakKV, "set_copy_rows", lambda self, rows: (seen.append(rows), real(self, rows)))
+    model = dak.offload(path, batch=2, max_len=PROMPT + 6, host_ratio=1.0, dtype=DTYPE, tune=False, kv_buckets=3)
+    assert model.dak_engine.kv_caps == (-(-(PROMPT + 6) // 3), -(-2 * (PROMPT + 6) // 3), PROMPT + 6)
+    assert torch.equal(model.generate(ids, max_new_tokens=6), want)
+    assert seen == [PROMPT + t for t in range(1, 6)] + [None]
+    assert all(c.copy_rows is None for c in model.dak_kv.caches.values())
+    model.dak_free()
+    before = pinned_bytes()
+    with pytest.raises(ValueError, match="kv_buckets"):
+        dak.offload(path, batch=2, max_len=PROMPT + 6, host_ratio=1.0, dtype=DTYPE, tune=False, kv_buckets=0)
+    assert pinned_bytes() == before

@@ -75,3 +75,23 @@ def test_random_weights_are_seeded():
         outs.append(model.generate(ids, max_new_tokens=8).cpu())
         model.dak_free()
     assert torch.equal(outs[0], outs[1]) and not torch.equal(outs[0], outs[2])
+
+
+def test_kv_bucket_graphs_equal_one_graph(checkpoints, tmp_path, monkeypatch):
+    """One decode graph per cache-length bucket, with the host KV staged by the copy engine
+    (forced: tiny caches are below its size threshold) and copied only up to each bucket:
+    the same tokens as one full-length graph over 200 steps."""
+    import dak.kernels.attention_config as ac
+    monkeypatch.setattr(ac, "CE_MIN_BYTES", 0)
+    monkeypatch.setenv("DAK_CACHE_DIR", str(tmp_path))
+    _, path = checkpoints["tiny-llama"]
+    ids = torch.randint(3, 900, (3, 5), device="cuda")
+    outs = []
+    for buckets in (1, 4):
+        model = dak.offload(path, batch=3, max_len=205, host_ratio=1.0, dtype=torch.bfloat16, tune=False,
+                            kv_buckets=buckets)
+        outs.append(model.generate(ids, max_new_tokens=200).clone())
+        assert len(model.dak_engine._bucket_graphs[Sampling()]) == buckets
+        assert all(cfg.ce_share > 0 for c in model.dak_kv.caches.values() for cfg in c.configs.values())
+        model.dak_free()
+    assert torch.equal(outs[0], outs[1]), f"first difference at {(outs[0] != outs[1]).nonzero()[:1].tolist()}"

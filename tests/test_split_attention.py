@@ -28,7 +28,7 @@ def _pinned(t):
 
 
 def _case(batch, b_h, hq, hkv, s, d, dtype, lengths, tma=False, cfg_kw=None, bq=None, seed=0,
-          scale=None, staging=0):
+          scale=None, staging=0, rows=None):
     g = torch.Generator().manual_seed(seed)
     bq = batch if bq is None else bq
     k = torch.randn(batch, hkv, s, d, generator=g).to(dtype)
@@ -39,6 +39,8 @@ def _case(batch, b_h, hq, hkv, s, d, dtype, lengths, tma=False, cfg_kw=None, bq=
     k[past[:, None, :, None].expand_as(k)] = float("nan")
     v[past[:, None, :, None].expand_as(v)] = float("nan")
     (kh, bk), (vh, bv) = _pinned(k[:b_h]), _pinned(v[:b_h])
+    if rows is not None and rows < s:  # finite host data past `rows`: a copy of it would show
+        kh[:, :, rows:], vh[:, :, rows:] = 7.0, 7.0
     kg, vg = k[b_h:].to(DEV), v[b_h:].to(DEV)
     cfg = heuristic_config(b_h, batch - b_h, hkv, hq // hkv, s, d, sms=4)
     cfg = AttentionConfig(**{**cfg.to_dict(), "host_tma": tma, "hbm_tma": tma, **(cfg_kw or {})})
@@ -46,7 +48,11 @@ def _case(batch, b_h, hq, hkv, s, d, dtype, lengths, tma=False, cfg_kw=None, bq=
     out = torch.full((bq, hq, d), float("nan"), dtype=dtype, device=DEV)  # poisoned
     if staging:  # copy-engine path; staging poisoned too
         st = tuple(torch.full((staging, hkv, s, d), float("nan"), dtype=dtype, device=DEV) for _ in range(2))
-        res = split_attention_ce(q.to(DEV), kh, vh, kg, vg, lengths.to(DEV), cfg, 4, st, scale=scale, out=out)
+        res = split_attention_ce(q.to(DEV), kh, vh, kg, vg, lengths.to(DEV), cfg, 4, st, scale=scale, out=out,
+                                 rows=rows)
+        if rows is not None and rows < s:  # only positions [0, rows) crossed the link
+            n_ce = max(1, round(cfg.ce_share * min(bq, b_h)))
+            assert all(t[:n_ce, :, rows:].isnan().all() and not t[:n_ce, :, :1].isnan().any() for t in st)
     else:
         res = split_attention(q.to(DEV), kh, vh, kg, vg, lengths.to(DEV), cfg, scale=scale, out=out)
     assert res is out
@@ -88,6 +94,21 @@ def test_copy_engine_path(share, chunks):
           staging=4, seed=11)
     _case(6, 4, 8, 2, 100, 64, FP, [100, 1, 17, 99, 50, 3], cfg_kw=dict(ce_share=share, ce_chunks=chunks),
           staging=4, bq=3, seed=12)
+
+
+@pytest.mark.parametrize("share,chunks", [(1.0, 2), (0.5, 1)])
+def test_copy_engine_path_copies_only_the_rows_asked_for(share, chunks):
+    """rows < max_len: each staged request's first `rows` positions are copied, no more."""
+    lengths = [60, 1, 17, 59, 50, 3]
+    _case(6, 4, 8, 2, 100, 64, BF, lengths, cfg_kw=dict(ce_share=share, ce_chunks=chunks), staging=4,
+          seed=13, rows=60)
+    _case(6, 4, 4, 4, 100, 64, FP, lengths, cfg_kw=dict(ce_share=share, ce_chunks=chunks), staging=4,
+          seed=14, rows=100)
+    for bad, match in ((59, "exceeds rows=59"), (101, r"rows must be an integer in \[1, 100\]"),
+                       (0, "rows must be"), (True, "rows must be")):
+        with pytest.raises(ValueError, match=match):
+            _case(6, 4, 8, 2, 100, 64, BF, lengths, cfg_kw=dict(ce_share=share, ce_chunks=chunks), staging=4,
+                  rows=bad)
 
 
 def test_copy_engine_path_needs_staging():

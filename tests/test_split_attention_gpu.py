@@ -110,6 +110,39 @@ def test_graph_replay_equals_eager(b_h, ce):
     assert rel_err(out, reference_attention(q, k, v, cache.lengths)) < TOL[torch.bfloat16]
 
 
+@pytest.mark.parametrize("b_h", [3, 8])
+def test_copy_rows_inside_a_replayed_graph(b_h):
+    """cache.copy_rows < max_len: the graph's 2-D memcpy stages only those positions; replays
+    with any lengths <= copy_rows equal eager attention over the whole cache and the oracle."""
+    cache = SplitKVCache(1, 8, 2048, 8, 128, torch.bfloat16, host_requests=b_h, staging_requests=b_h)
+    for t in cache.parts(0):
+        t.copy_(torch.randn(t.shape, device="cuda").to(t.dtype))
+    cache.lengths.fill_(1)
+    cfg = prepare_decode(cache, 32)
+    assert cfg.ce_share == 1.0
+    cache.staging[0].fill_(float("nan"))
+    cache.staging[1].fill_(float("nan"))
+    q = torch.randn(8, 32, 128, device="cuda", dtype=torch.bfloat16)
+    out = torch.empty_like(q)
+    cache.copy_rows = 700
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        split_decode_attention(q, cache, 0, out=out)
+    cache.copy_rows = None
+    for _ in range(3):
+        q.copy_(torch.randn_like(q))
+        cache.lengths.copy_(torch.randint(1, 701, (8,), device="cuda", dtype=torch.int32))
+        g.replay()
+        torch.cuda.synchronize()
+        n_ce = b_h
+        assert cache.staging[0][:n_ce, :, 700:].isnan().all()  # nothing past copy_rows crossed the link
+        full = split_decode_attention(q, cache, 0)  # whole max_len copied
+        assert torch.equal(out, full)
+        k, v = cache.gather(0)
+        assert rel_err(out, reference_attention(q, k, v, cache.lengths)) < TOL[torch.bfloat16]
+        cache.staging[0].fill_(float("nan"))
+
+
 def test_unprepared_shape_inside_capture_is_an_error():
     cache = SplitKVCache(1, 4, 64, 2, 64, torch.float16, host_requests=1)
     q = torch.randn(4, 4, 64, device="cuda", dtype=torch.float16)

@@ -67,6 +67,9 @@ class SplitKVCache:
         self.staging = tuple(torch.empty((staging_requests, *side), dtype=dtype, device=self.device)
                              for _ in range(2)) if staging_requests else None
         self.configs: dict = {}  # launch configs planned for this cache (see dak.nn.split_attention)
+        # decode attention's copy-engine path copies positions [0, copy_rows) of each staged
+        # request (None: all max_len); set by whoever knows no length exceeds it (dak's Engine)
+        self.copy_rows: int | None = None
 
     # ----- the parts -----
     def k_host(self, layer: int) -> torch.Tensor:

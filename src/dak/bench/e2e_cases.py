@@ -50,6 +50,7 @@ class E2EConfig:
     seed: int = 0
     repeats: int = 2
     tune: bool = False
+    kv_buckets: int = 1                # dak systems: decode graphs per cache-length bucket (Engine)
     real_capacity: str | None = None   # a model placed from the GPU's real free HBM
     rc_batch: int = 32
     rc_prompt_len: int = 1024
@@ -71,6 +72,8 @@ class E2EConfig:
                 raise ValueError(f"offload ratios must be in [0, 100]%, got {100 * x:g}%")
         if self.repeats < 1:
             raise ValueError(f"repeats must be >= 1, got {self.repeats}")
+        if self.kv_buckets < 1:
+            raise ValueError(f"kv_buckets must be >= 1, got {self.kv_buckets}")
         if not self.models and not self.real_capacity:
             raise ValueError("nothing to run: give --models and/or --real-capacity")
 
@@ -208,7 +211,7 @@ def describe(cases: list[Case], cfg: E2EConfig) -> str:
     hdr = (f"{'model':<12}{'B':>5}{'x':>7}  {'system':<12}{'host':>11}{'HBM':>11}{'predicted':>11}"
            f"{'bound':>11}{'est.':>8}  note")
     lines = [f"dak bench e2e: {len(cases)} cases on {cfg.hardware}, prompt {cfg.prompt_len}, "
-             f"gen {cfg.gen_len}, {cfg.dtype}, repeats {cfg.repeats}, tune {cfg.tune}", hdr, "-" * len(hdr)]
+             f"gen {cfg.gen_len}, {cfg.dtype}, repeats {cfg.repeats}, tune {cfg.tune}, kv buckets {cfg.kv_buckets}", hdr, "-" * len(hdr)]
     total = 0.0
     for c in cases:
         est = estimate_s(c, cfg.repeats)

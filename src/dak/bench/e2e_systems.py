@@ -56,7 +56,8 @@ def build_dak(case: Case, cfg: E2EConfig) -> Built:
     import dak
     w = case.workload
     kw = dict(hardware=cfg.hardware, batch=w.batch, prompt_len=w.prompt_len, gen_len=w.gen_len,
-              dtype=DTYPES[cfg.dtype], seed=cfg.seed, tune=cfg.tune and torch.cuda.is_available())
+              dtype=DTYPES[cfg.dtype], seed=cfg.seed, tune=cfg.tune and torch.cuda.is_available(),
+              kv_buckets=cfg.kv_buckets)
     if case.system == "all-hbm":
         model = dak.offload(case.model, host_ratio=0.0, **kw)
     else:

@@ -35,7 +35,7 @@ def step_time(cfg: dict, name: str, workload: Workload, profile, gen_len: int = 
         tpot = min(engine.generate(ids, gen_len).tpot_s for _ in range(2))
     finally:
         if engine is not None:
-            engine._graphs.clear()
+            engine.release_graphs()
         kv.free()
         del model
         if torch.cuda.is_available():

@@ -35,6 +35,8 @@ def add_parser(sub) -> None:
     e.add_argument("--repeats", default=str(d.repeats), help=f"timed generations per case (default {d.repeats})")
     e.add_argument("--tune", action="store_true", help="sweep split-kernel configs per shape (slow; default: "
                    "heuristic configs, or ones already in the tuning cache)")
+    e.add_argument("--kv-buckets", default="1", help="dak systems: one decode graph per cache-length bucket, "
+                   "so host KV is copied only up to the bucket (default 1: whole max_len)")
     e.add_argument("--real-capacity", default=None, metavar="MODEL",
                    help="also place MODEL from the GPU's real free HBM (e.g. llama-2-70b)")
     e.add_argument("--rc-batch", default=str(d.rc_batch), help=f"real-capacity batch (default {d.rc_batch})")
@@ -72,7 +74,8 @@ def config_from(args):
         prompt_len=_int("--prompt-len", args.prompt_len), gen_len=_int("--gen-len", args.gen_len),
         ratios=tuple(_percent(r) for r in _list(args.ratios)), systems=_list(args.systems),
         hardware=args.hardware, dtype=args.dtype, seed=_int("--seed", args.seed),
-        repeats=_int("--repeats", args.repeats), tune=args.tune, real_capacity=args.real_capacity,
+        repeats=_int("--repeats", args.repeats), tune=args.tune, kv_buckets=_int("--kv-buckets", args.kv_buckets),
+        real_capacity=args.real_capacity,
         rc_batch=_int("--rc-batch", args.rc_batch), rc_prompt_len=_int("--rc-prompt-len", args.rc_prompt_len),
         rc_gen_len=_int("--rc-gen-len", args.rc_gen_len), rc_systems=_list(args.rc_systems),
         rc_margin=parse_size(args.rc_margin), out=args.out or E2EConfig.out, plot=args.plot, append=args.append)

@@ -35,6 +35,8 @@ def add_parser(sub) -> None:
     p.add_argument("--sample", action="store_true", help="sample (temperature 1) instead of greedy decoding")
     p.add_argument("--tune", action="store_true", help="sweep kernel configs per shape before first use (slow once, cached)")
     p.add_argument("--no-graphs", action="store_true", help="decode eagerly instead of replaying a CUDA graph")
+    p.add_argument("--kv-buckets", default="1", help="one decode graph per cache-length bucket, so host KV is "
+                                                     "copied only up to the bucket (default 1: whole max_len)")
     p.add_argument("--baseline", default=None, help="run a baseline instead of dak at the same --host-ratio: "
                                                     "all-hbm | prefetch | uva | accelerate (see `dak bench e2e`)")
     p.set_defaults(func=run)
@@ -69,7 +71,8 @@ def run(args) -> int:
     model = dak.offload(model_name, hbm_budget=args.hbm_budget, hardware=args.hardware, batch=batch,
                         prompt_len=plen, gen_len=glen, policy=args.policy, host_ratio=ratio,
                         dtype=dtypes[args.dtype], seed=seed, tune=args.tune and gpu,
-                        graphs=False if args.no_graphs else None)
+                        graphs=False if args.no_graphs else None,
+                        kv_buckets=_int("--kv-buckets", args.kv_buckets))
     try:
         out = model.generate(ids, max_new_tokens=glen, do_sample=args.sample)
         print(report(model.dak_placement, model.dak_last, batch, model.dak_engine.graphs))

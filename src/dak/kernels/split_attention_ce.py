@@ -10,7 +10,8 @@ copy engine, pipelined so attention never waits for the whole copy, beats readin
     compute stream:            [attend chunk 0] [attend chunk 1] ... [attend chunk C-1] -> join
 
 Host requests [0, n_ce) (n_ce = round(ce_share * b_h)) are copied chunk by chunk (whole
-max_len rows: the copy cannot see device-side lengths) into HBM staging tensors and attended
+max_len rows, or the first `rows` positions when the caller knows no length exceeds them: the
+copy cannot see device-side lengths; one 2-D memcpy per chunk) into HBM staging tensors and attended
 with the all-HBM kernel as each chunk lands. Every host byte crosses the link once. Ordering
 uses CUDA events, so it captures into a CUDA graph. Under the interpreter the same steps run in
 order on the CPU. With ce_share = 0 this is exactly `split_attention`.
@@ -41,18 +42,47 @@ def ce_chunks(n_ce: int, chunks: int) -> tuple[tuple[int, int], ...]:
     return tuple((lo, min(lo + per, n_ce)) for lo in range(0, n_ce, per))
 
 
+def _rows_2d(dst: torch.Tensor, src: torch.Tensor, rows: int) -> bool:
+    """Queue a copy of positions [0, rows) of every (request, head) of src (n, H, S, D) into dst
+    (same shape and strides) as one 2-D memcpy on the current stream; False if it cannot."""
+    try:
+        from cuda.bindings import runtime as rt
+    except ImportError:
+        return False
+    n, h, s, d = src.shape
+    ok = all(t.stride() == (h * s * d, s * d, d, 1) for t in (src, dst))
+    if not ok or n * h == 0:
+        return n * h == 0
+    es = src.element_size()
+    stream = torch.cuda.current_stream(dst.device).cuda_stream
+    (err,) = rt.cudaMemcpy2DAsync(dst.data_ptr(), s * d * es, src.data_ptr(), s * d * es, rows * d * es, n * h,
+                                  rt.cudaMemcpyKind.cudaMemcpyHostToDevice, stream)
+    if int(err) != 0:
+        raise RuntimeError(f"cudaMemcpy2DAsync of host KV failed with CUDA error {int(err)}")
+    return True
+
+
 def split_attention_ce(q: torch.Tensor, k_host: torch.Tensor, v_host: torch.Tensor, k_hbm: torch.Tensor,
                        v_hbm: torch.Tensor, lengths: torch.Tensor, cfg: AttentionConfig, sms: int,
                        staging: tuple[torch.Tensor, torch.Tensor] | None = None, scale: float | None = None,
-                       out: torch.Tensor | None = None, validate: bool = True) -> torch.Tensor:
+                       out: torch.Tensor | None = None, validate: bool = True, rows: int | None = None) -> torch.Tensor:
     """`split_attention` with host requests [0, n_ce) staged by the copy engine (see module doc).
 
     staging: HBM (k, v) tensors of shape (>= n_ce, Hkv, S, D) in the cache's dtype (e.g. a
     `SplitKVCache` built with staging_requests); required when cfg.ce_share > 0.
+    rows: copy only positions [0, rows) of each staged request (default: all S); every length
+    must then be <= rows (checked when validating; the caller's promise inside graph capture).
     """
     if validate and torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
         validate = False
     bq, hq, d, b_h, hkv, s = check_attention_args(q, k_host, v_host, k_hbm, v_hbm, lengths, out, validate)
+    if rows is not None:
+        if isinstance(rows, bool) or not isinstance(rows, int) or not 1 <= rows <= s:
+            raise ValueError(f"rows must be an integer in [1, {s}] (the cache's max_len), got {rows!r}")
+        if validate and bq and int(lengths[:bq].max()) > rows:
+            raise ValueError(f"a length ({int(lengths[:bq].max())}) exceeds rows={rows}: the copy would "
+                             "miss cached keys; pass rows >= every length (or None)")
+        rows = None if rows == s else rows
     n_ce = ce_requests(cfg, min(bq, b_h))
     if n_ce == 0:
         return split_attention(q, k_host, v_host, k_hbm, v_hbm, lengths, cfg, scale, out, validate=False)
@@ -73,8 +103,13 @@ def split_attention_ce(q: torch.Tensor, k_host: torch.Tensor, v_host: torch.Tens
     k_st, v_st = staging
 
     def copy(lo, hi, non_blocking):
-        k_st[lo:hi].copy_(k_host[lo:hi], non_blocking=non_blocking)
-        v_st[lo:hi].copy_(v_host[lo:hi], non_blocking=non_blocking)
+        for st, host in ((k_st, k_host), (v_st, v_host)):
+            if rows is None:
+                st[lo:hi].copy_(host[lo:hi], non_blocking=non_blocking)
+            elif not non_blocking:  # interpreter: plain slices
+                st[lo:hi, :, :rows].copy_(host[lo:hi, :, :rows])
+            elif not _rows_2d(st[lo:hi], host[lo:hi], rows):  # no cuda-bindings: whole rows
+                st[lo:hi].copy_(host[lo:hi], non_blocking=True)
 
     def attend(lo, hi):
         split_attention(q[lo:hi], none, none, k_st[lo:hi], v_st[lo:hi], lengths[lo:hi], chunk_cfg, scale,

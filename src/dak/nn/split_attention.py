@@ -97,7 +97,7 @@ def split_decode_attention(query: torch.Tensor, cache: SplitKVCache, layer: int,
         cfg = prepare_decode(cache, hq, bq)
     lengths = cache.lengths if lengths is None else lengths
     y = split_attention_ce(query, *cache.parts(layer), lengths, cfg, sm_count(cache.device), cache.staging,
-                           scale=scale, out=out)
+                           scale=scale, out=out, rows=cache.copy_rows)
     return y.unsqueeze(2) if sdpa_shaped else y
 
 

@@ -63,10 +63,23 @@ class GenerateResult:
     steps: int
 
 
-class Engine:
-    """Runs `model` (HF causal LM with dak modules) over `kv` for a static batch."""
+def kv_bucket_caps(max_len: int, buckets: int) -> tuple[int, ...]:
+    """The cache lengths decode graphs are captured for: `buckets` even steps up to max_len."""
+    if isinstance(buckets, bool) or not isinstance(buckets, int) or buckets < 1:
+        raise ValueError(f"kv_buckets must be an integer >= 1, got {buckets!r}")
+    return tuple(sorted({max(1, -(-max_len * (i + 1) // buckets)) for i in range(buckets)}))
 
-    def __init__(self, model, kv: DakKV, graphs: bool | None = None, prefill_tokens: int | None = None):
+
+class Engine:
+    """Runs `model` (HF causal LM with dak modules) over `kv` for a static batch.
+
+    kv_buckets > 1: one decode graph per cache-length bucket (sharing one memory pool), so that
+    the attention's copy-engine path copies each host request's keys only up to the bucket's
+    length instead of max_len; eager decoding then copies exactly the rows in use.
+    """
+
+    def __init__(self, model, kv: DakKV, graphs: bool | None = None, prefill_tokens: int | None = None,
+                 kv_buckets: int = 1):
         if prefill_tokens is not None and (isinstance(prefill_tokens, bool) or not isinstance(prefill_tokens, int)
                                            or prefill_tokens < 1):
             raise ValueError(f"prefill_tokens must be a positive integer or None (sized from free HBM), "
@@ -82,7 +95,14 @@ class Engine:
             raise ValueError("CUDA graphs need a GPU; pass graphs=False")
         self.tok = torch.zeros(self.batch, dtype=torch.long, device=self.device)
         self.logits: torch.Tensor | None = None
-        self._graphs: dict[Sampling, torch.cuda.CUDAGraph] = {}
+        self._graphs: dict[Sampling, torch.cuda.CUDAGraph] = {}  # the full-length graph
+        self.kv_caps = kv_bucket_caps(kv.max_len, kv_buckets)
+        self._bucket_graphs: dict[Sampling, list] = {}  # (cap, graph), caps ascending
+
+    def release_graphs(self) -> None:
+        """Drop the captured decode graphs (and their memory pool)."""
+        self._graphs.clear()
+        self._bucket_graphs.clear()
 
     def _forward(self, ids: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
         with fused():  # one-launch rotary embedding (dak.runtime.fused)
@@ -115,13 +135,22 @@ class Engine:
             self.kv.lengths.zero_()
             self._step(s)  # now with the copies chained
         main.wait_stream(side)
-        self.kv.lengths.zero_()
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            self._step(s)
+        graphs, pool = [], None
+        try:
+            for cap in self.kv_caps:
+                self.kv.set_copy_rows(cap)
+                self.kv.lengths.zero_()
+                g = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(g, pool=pool):
+                    self._step(s)
+                pool = g.pool() if pool is None else pool
+                graphs.append((cap, g))
+        finally:
+            self.kv.set_copy_rows(None)
         torch.cuda.synchronize(self.device)
         self.kv.lengths.zero_()
-        self._graphs[s] = g
+        self._graphs[s] = graphs[-1][1]
+        self._bucket_graphs[s] = graphs
 
     def prefill_rows(self, b: int, n: int, free_bytes: int | None = None) -> int:
         """Requests prefilled per forward: `prefill_tokens` // n, or (None) as many as 80% of the
@@ -177,10 +206,20 @@ class Engine:
         out[:, 0] = self.tok
         self._sync()
         t1 = time.perf_counter()
-        graph = self._graphs.get(sampling)
-        for t in range(1, max_new_tokens):
-            graph.replay() if graph is not None else self._step(sampling)
-            out[:, t] = self.tok
+        graphs = self._bucket_graphs.get(sampling)
+        bucketed = len(self.kv_caps) > 1
+        try:
+            for t in range(1, max_new_tokens):
+                need = ids.shape[1] + t  # the longest request's keys after this step's append
+                if graphs:
+                    next(g for cap, g in graphs if cap >= need).replay()
+                else:
+                    if bucketed:
+                        self.kv.set_copy_rows(need)
+                    self._step(sampling)
+                out[:, t] = self.tok
+        finally:
+            self.kv.set_copy_rows(None)
         self._sync()
         t2 = time.perf_counter()
         steps = max_new_tokens - 1

@@ -54,6 +54,12 @@ class DakKV:
     def hbm_bytes(self) -> int:
         return sum(c.hbm_bytes for c in self.caches.values())
 
+    def set_copy_rows(self, rows: int | None) -> None:
+        """Decode attention copies positions [0, rows) of staged host requests (None: all);
+        the caller promises no length exceeds rows while it is set."""
+        for cache in self.caches.values():
+            cache.copy_rows = None if rows is None or rows >= self.max_len else rows
+
     def prepare(self, q_heads: int, tune: bool) -> None:
         """Plan and compile decode attention and cache writes (before any graph capture)."""
         from dak.nn.split_attention import prepare_decode

@@ -23,7 +23,7 @@ from dak.hardware import HardwareProfile, get_profile
 from dak.models.ops import Workload, list_operators, minimum_hbm_set
 from dak.models.spec import ModelSpec, load_config
 from dak.planner import plan
-from dak.runtime.engine import Engine, Sampling
+from dak.runtime.engine import Engine, Sampling, kv_bucket_caps
 from dak.runtime.kv import ATTN_NAME, DakKV, register
 from dak.runtime_env import kernel_device
 from dak.units import format_bytes, parse_size
@@ -113,7 +113,7 @@ def offload(model: str | nn.Module, *, hbm_budget=None, hardware: str | Hardware
             batch: int = 1, max_len: int | None = None, prompt_len: int | None = None,
             gen_len: int | None = None, policy: str = "greedy", host_ratio: float | None = None,
             dtype: torch.dtype = torch.bfloat16, seed: int = 0, tune: bool = True,
-            graphs: bool | None = None) -> nn.Module:
+            graphs: bool | None = None, kv_buckets: int = 1) -> nn.Module:
     """Offload `model` (built-in name, local checkpoint folder, or an HF model) for one GPU."""
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be torch.bfloat16 or torch.float16, got {dtype}")
@@ -127,11 +127,12 @@ def offload(model: str | nn.Module, *, hbm_budget=None, hardware: str | Hardware
         raise ValueError(f"model must be a built-in name, a local folder or an HF model, got {type(model).__name__}")
     spec = ModelSpec.from_config(cfg, name=name)
     w = workload_for(batch, max_len, prompt_len, gen_len, dtype)
+    kv_bucket_caps(w.prompt_len + w.gen_len, kv_buckets)  # a bad value fails before anything is allocated
     check_head_dim(spec)
     placement = placement_for(spec, w, profile, hbm_budget, policy, host_ratio)
     model, kv = build_model(cfg, placement, dtype=dtype, seed=seed, tune=tune, folder=folder,
                             module=model if isinstance(model, nn.Module) else None, name=name)
-    engine = Engine(model, kv, graphs)
+    engine = Engine(model, kv, graphs, kv_buckets=kv_buckets)
     model.dak_placement, model.dak_kv, model.dak_engine = placement, kv, engine
     model.generate = types.MethodType(_generate, model)
     model.dak_free = types.MethodType(_free, model)
@@ -198,7 +199,7 @@ def _free(self) -> None:
     Pinned memory is returned once the buffers' last views are gone; HBM once the caller drops
     the model (shared staging and split-K workspaces stay for the next model)."""
     from dak.runtime.embedding import SplitEmbedding
-    self.dak_engine._graphs.clear()
+    self.dak_engine.release_graphs()
     self.dak_kv.free()
     for mod in self.modules():
         host = getattr(mod, "_host", None)
