@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The next H200 session's runs (benchmarks/H200_RUNBOOK.md), in four device calls of < 10 min:
-#   bash benchmarks/h200_next.sh A|B|C|D
+# The next H200 session's runs (benchmarks/H200_RUNBOOK.md), in five device calls of < 10 min:
+#   bash benchmarks/h200_next.sh A|B|C|D|E
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy has no .git).
 set -u
@@ -16,18 +16,22 @@ step() {  # step SECONDS COMMAND...: run with a time limit, log the tail, never 
     rm -f "$OUT/.step.log"
 }
 case "$1" in
-A)  # GPU tests not yet run on the H200; where OPT's decode step loses to prefetch
+A)  # GPU tests not yet run on the H200; consolidated placements and KV-length buckets end to end
     step 150 python3 -m pytest -q -m gpu tests/test_host_release.py tests/test_calibrate_gpu.py tests/test_copy_ahead_gpu.py \
         tests/test_split_attention_gpu.py::test_copy_rows_inside_a_replayed_graph \
         tests/test_runtime_gpu.py::test_kv_bucket_graphs_equal_one_graph
-    step 100 python3 benchmarks/profile_step.py --model opt-6.7b --policy greedy --ratios 0.02,0.05 --out "$OUT/step-opt-greedy.json"
-    step 60 python3 benchmarks/profile_step.py --model llama-2-7b --policy greedy --ratios 0.05 --out "$OUT/step-llama-greedy.json"
-    step 120 python3 -m dak bench e2e --models opt-6.7b --batch 8 --ratios 2,5 --tune \
-        --systems dak-greedy,prefetch --out "$OUT/e2e-opt-tuned.json"
+    step 220 python3 -m dak bench e2e --models llama-2-7b,opt-6.7b --batch 8 --ratios 1,10,20 \
+        --systems dak-greedy,dak-consolidated,prefetch --out "$OUT/e2e-consolidated.json"
     for kb in 1 4; do  # host KV copied up to the cache-length bucket instead of max_len
         step 60 python3 -m dak bench e2e --models llama-2-7b --batch 8 --ratios 5,10 --systems dak-greedy \
             --kv-buckets $kb --out "$OUT/e2e-kv-buckets-$kb.json"
     done
+    ;;
+E)  # where OPT's decode step loses to prefetch
+    step 100 python3 benchmarks/profile_step.py --model opt-6.7b --policy greedy --ratios 0.02,0.05 --out "$OUT/step-opt-greedy.json"
+    step 60 python3 benchmarks/profile_step.py --model llama-2-7b --policy greedy --ratios 0.05 --out "$OUT/step-llama-greedy.json"
+    step 200 python3 -m dak bench e2e --models opt-6.7b --batch 8 --ratios 2,5 --tune \
+        --systems dak-greedy,prefetch --out "$OUT/e2e-opt-tuned.json"
     ;;
 B)  # issue 6: curves measured at the e2e workload, then measured curves vs the preset in one call
     step 300 python3 -m dak calibrate --model llama-2-7b --prompt-len 32 --gen-len 32 --no-progress \
@@ -45,6 +49,6 @@ D)  # issue 5: OPT-30B, first half of the ratios (then 10,20,40 with --append)
     step 560 python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 0,1,2,5 \
         --systems dak-greedy,dak-uniform,prefetch,uva --out "$OUT/e2e-opt-30b.json"
     ;;
-*)  echo "usage: bash benchmarks/h200_next.sh A|B|C|D" >&2; exit 2 ;;
+*)  echo "usage: bash benchmarks/h200_next.sh A|B|C|D|E" >&2; exit 2 ;;
 esac
 tail -c 3000 "$log"

@@ -102,7 +102,7 @@ def test_tiny_model_through_every_system(tmp_path):
     logs = []
     payload = run_e2e(cfg, log=logs.append)
     rows = json.loads(out.read_text())["rows"]
-    assert len(rows) == len(payload["rows"]) == 11  # 6 systems at x = 0, all but all-HBM at 10%
+    assert len(rows) == len(payload["rows"]) == 13  # 7 systems at x = 0, all but all-HBM at 10%
     by = {(r["system"], r["x_req"]): r for r in rows}
     for (system, x), r in by.items():
         if system == "accelerate" and r["status"] == "unavailable":

@@ -30,7 +30,7 @@ from dak.planner import plan
 from dak.planner.placement import Placement
 from dak.units import GIB, format_bytes, format_time
 
-SYSTEMS = ("dak-greedy", "dak-uniform", "all-hbm", "prefetch", "uva", "accelerate")
+SYSTEMS = ("dak-greedy", "dak-consolidated", "dak-uniform", "all-hbm", "prefetch", "uva", "accelerate")
 BASELINES = ("prefetch", "uva", "accelerate")
 DTYPES = ("bf16", "fp16")
 CONTEXT_BYTES = GIB // 2  # what the CUDA context takes before anything is allocated (dry-run guess)
@@ -109,7 +109,7 @@ def real_capacity_budget(spec: ModelSpec, w: Workload, free_hbm: int, margin: in
 
 
 def _placement(system: str, spec, w, profile, budget) -> Placement | None:
-    if system in ("dak-greedy", "dak-uniform"):
+    if system in ("dak-greedy", "dak-consolidated", "dak-uniform"):
         return plan(spec, w, profile, budget, system.removeprefix("dak-"))
     if system == "all-hbm":
         return plan(spec, w, profile, budget, "greedy")
@@ -208,7 +208,7 @@ def _note(c: Case) -> str:
 
 def describe(cases: list[Case], cfg: E2EConfig) -> str:
     """The dry-run table: one line per case."""
-    hdr = (f"{'model':<12}{'B':>5}{'x':>7}  {'system':<12}{'host':>11}{'HBM':>11}{'predicted':>11}"
+    hdr = (f"{'model':<12}{'B':>5}{'x':>7}  {'system':<16}{'host':>11}{'HBM':>11}{'predicted':>11}"
            f"{'bound':>11}{'est.':>8}  note")
     lines = [f"dak bench e2e: {len(cases)} cases on {cfg.hardware}, prompt {cfg.prompt_len}, "
              f"gen {cfg.gen_len}, {cfg.dtype}, repeats {cfg.repeats}, tune {cfg.tune}, kv buckets {cfg.kv_buckets}", hdr, "-" * len(hdr)]
@@ -220,7 +220,7 @@ def describe(cases: list[Case], cfg: E2EConfig) -> str:
         host = format_bytes(pl.host_bytes) if pl else f">={format_bytes(c.required_host_bytes)}"
         x = "real" if c.x_req is None else f"{100 * c.x_req:g}%"
         pred = format_time(pl.predicted_s) if pl and pl.feasible else "-"
-        lines.append(f"{c.model:<12}{c.workload.batch:>5}{x:>7}  {c.system:<12}{host:>11}"
+        lines.append(f"{c.model:<12}{c.workload.batch:>5}{x:>7}  {c.system:<16}{host:>11}"
                      f"{format_bytes(pl.hbm_bytes) if pl else '-':>11}{pred:>11}{format_time(c.bound_s):>11}"
                      f"{est:>7.0f}s  {_note(c)}")
     lines.append(f"rough total: {total / 60:.1f} min of GPU time (builds, warm-ups, {cfg.repeats} timed runs each)")

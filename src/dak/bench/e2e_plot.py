@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dak.bench.e2e_cases import SYSTEMS
 
-STYLE = {"dak-greedy": "o-", "dak-uniform": "s-", "prefetch": "^-", "uva": "v-", "accelerate": "d-"}
+STYLE = {"dak-greedy": "o-", "dak-consolidated": "*-", "dak-uniform": "s-", "prefetch": "^-", "uva": "v-", "accelerate": "d-"}
 
 
 def plot(payload: dict, path: str) -> str:

@@ -94,10 +94,10 @@ def render_summary(s: dict) -> str:
     for (model, batch), gs in _group(s["groups"], lambda g: (g["model"], g["batch"])).items():
         systems = [x for x in SYSTEMS if any(x in g["tpot_s"] for g in gs)]
         lines += ["", f"{model}, batch {batch}: TPOT in ms",
-                  f"{'x':>6} " + "".join(f"{x:>12}" for x in systems)
+                  f"{'x':>6} " + "".join(f"{x:>17}" for x in systems)
                   + f"{'EB/bound':>10}{'pred/meas':>10}{'vs best':>9}{'g/unif':>8}"]
         for g in gs:
-            lines.append(f"{100 * g['x_req']:>5g}% " + "".join(f"{_ms(g['tpot_s'].get(x)):>12}" for x in systems)
+            lines.append(f"{100 * g['x_req']:>5g}% " + "".join(f"{_ms(g['tpot_s'].get(x)):>17}" for x in systems)
                          + f"{_f(g.get('eb_over_bound')):>10}{_f(g.get('predicted_over_measured')):>10}"
                          + f"{_f(g.get('speedup_vs_best_baseline'), '{:.2f}x'):>9}"
                          + f"{_f(g.get('greedy_over_uniform'), '{:.2f}x'):>8}")

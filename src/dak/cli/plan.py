@@ -18,7 +18,8 @@ def add_parser(sub) -> None:
     p.add_argument("--hbm-budget", default=None, help="HBM the plan may use, e.g. 40GiB (default: device capacity)")
     add_workload_args(p)
     p.add_argument("--hardware", default="h200-pcie", help="preset name or profile .json (default h200-pcie)")
-    p.add_argument("--policy", default="greedy", help="greedy | uniform | prefetch: the placement shown (default greedy)")
+    p.add_argument("--policy", default="greedy", help="greedy | consolidated | uniform | prefetch: the placement shown "
+                                                     "(default greedy)")
     p.add_argument("--cost-model", default="auto", choices=COST_MODELS,
                    help="roofline | measured (a calibrated profile's curves) | auto: measured when the "
                         "profile has curves for this model and workload (default auto)")

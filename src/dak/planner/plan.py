@@ -5,6 +5,9 @@ set); with HBM budget H the host must hold R = max(0, M - H) bytes.
 
 * ``greedy``  -- the optimal continuous split (``greedy.solve_continuous``)
   rounded to whole units; step time = sum_i T_i(x_i) (operators run in turn).
+* ``consolidated`` -- greedy, then whole operator kinds (all q_proj, all attention, ...) are
+  taken off the host while that lowers the predicted step time including the profile's
+  per-split-operator overheads (``dak.planner.consolidate``): fewer, larger host parts.
 * ``uniform`` -- the same x = R / sum_i C_i on every op, rounded up to units.
 * ``prefetch`` -- FlexGen/vLLM-style offload: a share s of every layer's
   bytes lives on host and the copy engine streams it into an HBM staging
@@ -27,14 +30,15 @@ import math
 from ..hardware import HardwareProfile
 from ..models.ops import DEFAULT_RESERVE, Workload, list_operators, minimum_hbm_set
 from ..models.spec import ModelSpec
-from ..shares import ce_min_share
 from ..units import MIB, format_bytes
 from .cost import op_time
-from .curves import coverage, curve_for
+from .consolidate import consolidate
+from .curves import coverage
 from .greedy import round_to_units, solve_continuous
+from .overhead import split_overhead, step_overhead
 from .placement import OpPlacement, Placement
 
-POLICIES = ("greedy", "uniform", "prefetch")
+POLICIES = ("greedy", "consolidated", "uniform", "prefetch")
 COST_MODELS = ("auto", "roofline", "measured")
 
 
@@ -81,27 +85,6 @@ def _descend(op, k: int, profile: HardwareProfile) -> int:
     return k
 
 
-def step_overhead(spec: ModelSpec, workload: Workload, profile: HardwareProfile) -> float:
-    """Decode-step time outside the planned operators: layers x profile.layer_overhead_s."""
-    return spec.num_layers * profile.layer_overhead_s if workload.phase == "decode" else 0.0
-
-
-def split_overhead(ops, placed, workload: Workload, profile: HardwareProfile) -> float:
-    """Decode-step time of dak's split operators beyond their roofline (profile's per-op
-    overheads; operators timed by a measured curve carry their own)."""
-    if workload.phase != "decode":
-        return 0.0
-    share, total = ce_min_share(), 0.0
-    for op, p in zip(ops, placed):
-        if not p.host_bytes or op.kind.startswith("embed") or curve_for(op, profile) is not None:
-            continue
-        if op.kind == "attention":
-            total += profile.attention_host_excess * op.traffic * p.ratio / profile.split_host_bandwidth
-        else:
-            total += profile.copy_op_overhead_s if p.ratio >= share else profile.inplace_op_overhead_s
-    return total
-
-
 def plan(spec: ModelSpec, workload: Workload, profile: HardwareProfile, hbm_budget: int | None = None,
          policy: str = "greedy", tile_rows: int = 64, reserve: int = DEFAULT_RESERVE,
          spare_link: bool = False, ops=None, cost_model: str = "auto") -> Placement:
@@ -145,6 +128,8 @@ def plan(spec: ModelSpec, workload: Workload, profile: HardwareProfile, hbm_budg
             ks = round_to_units(ops, xs, R, profile)
             if spare_link:  # then add units wherever that still lowers the op's time
                 ks = [_descend(op, k, profile) for op, k in zip(ops, ks)]
+        elif policy == "consolidated":
+            ks = consolidate(ops, R, profile, workload)
         else:
             x = R / op_bytes if op_bytes else 0.0
             ks = [_units_covering(op, x) for op in ops]
@@ -152,7 +137,7 @@ def plan(spec: ModelSpec, workload: Workload, profile: HardwareProfile, hbm_budg
                  for op, k in zip(ops, ks)]
     placed = tuple(_op_placement(op, k, t) for op, k, t in zip(ops, ks, times))
     if policy != "prefetch":
-        common["overhead_s"] += split_overhead(ops, placed, workload, profile)
+        common["overhead_s"] += split_overhead(ops, [p.host_bytes for p in placed], workload, profile)
     host = sum(p.host_bytes for p in placed)
     if host > profile.host_ram:
         raise ValueError(f"the {policy} plan needs {format_bytes(host)} of pinned host memory but "
