@@ -118,7 +118,8 @@ def report(pl, res, batch: int, graphs: bool) -> str:
         f"({'CUDA graph' if graphs else 'eager'}, {res.steps} steps)   "
         f"{batch / res.tpot_s if res.tpot_s else 0:.1f} tokens/s",
         f"effective bandwidth {format_bandwidth(eb)} (weights / TPOT), {format_bandwidth(eb_kv)} with KV",
-        f"predicted TPOT {format_time(pred)} (planner: operators {format_time(pl.step_time_s)} + small kernels "
+        f"predicted TPOT {format_time(pred)} (planner: operators {format_time(pl.step_time_s)} + small kernels and "
+        "split-operator overheads "
         f"{format_time(pl.overhead_s)}), measured/predicted {res.tpot_s / pred if pred else 0:.2f}",
     ]
     return "\n".join(lines)

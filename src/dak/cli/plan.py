@@ -66,7 +66,8 @@ def run(args) -> int:
     chosen = plans[args.policy]
     if args.json:
         d = chosen.to_dict()
-        d["comparison"] = {k: {"step_time_s": v.to_dict()["step_time_s"], "effective_bandwidth": v.effective_bandwidth,
+        d["comparison"] = {k: {"step_time_s": v.to_dict()["step_time_s"], "predicted_s": v.predicted_s,
+                               "effective_bandwidth": v.effective_bandwidth,
                                "host_bytes": v.host_bytes, "hbm_bytes": v.hbm_bytes, "feasible": v.feasible}
                            for k, v in plans.items()}
         print(json.dumps(d, indent=2))
@@ -115,7 +116,8 @@ def render(pl, plans: dict, per_layer: bool = False) -> str:
                + (f" and staging {format_bytes(pl.staging_bytes)}" if pl.staging_bytes else "") + ")")
     if pl.overhead_s:
         out.append(f"predicted step {format_time(pl.predicted_s)}: operators {format_time(pl.step_time_s)} + "
-                   f"small kernels between them {format_time(pl.overhead_s)} ({pl.profile}'s layer_overhead_s)")
+                   f"{format_time(pl.overhead_s)} beyond them ({pl.profile}'s small kernels per layer and "
+                   "per-split-operator overheads)")
     if per_layer:
         out += ["", f"{'layer':<8}{'bytes':>12}{'host':>12}{'ratio':>8}{'time':>12}"]
         layers: OrderedDict = OrderedDict()
@@ -125,13 +127,13 @@ def render(pl, plans: dict, per_layer: bool = False) -> str:
             b, h = sum(o.bytes for o in os_), sum(o.host_bytes for o in os_)
             out.append(f"{name:<8}{format_bytes(b):>12}{format_bytes(h):>12}{(h / b if b else 0):>8.3f}"
                        f"{format_time(sum(o.time_s for o in os_)):>12}")
-    g = plans["greedy"].step_time_s
-    out += ["", f"{'policy':<10}{step:>14}{'eff. bandwidth':>16}{'host':>12}{'greedy speedup':>16}"]
+    g = plans["greedy"].predicted_s
+    out += ["", f"{'policy':<14}{'operators':>12}{step:>14}{'eff. bandwidth':>16}{'host':>12}{'greedy speedup':>16}"]
     for name, p in plans.items():
         if not p.feasible:
-            out.append(f"{name:<10}{'infeasible':>14}   {p.note}")
+            out.append(f"{name:<14}{'infeasible':>12}   {p.note}")
             continue
-        sp = p.step_time_s / g if g > 0 else 1.0
-        out.append(f"{name:<10}{format_time(p.step_time_s):>14}{format_bandwidth(p.effective_bandwidth):>16}"
-                   f"{format_bytes(p.host_bytes):>12}{sp:>15.2f}x")
+        sp = p.predicted_s / g if g > 0 else 1.0
+        out.append(f"{name:<14}{format_time(p.step_time_s):>12}{format_time(p.predicted_s):>14}"
+                   f"{format_bandwidth(p.effective_bandwidth):>16}{format_bytes(p.host_bytes):>12}{sp:>15.2f}x")
     return "\n".join(out)
