@@ -19,9 +19,9 @@ import json
 import numpy as np
 
 from dak.hardware import get_profile
-from dak.models import Workload, load_spec
+from dak.models import Workload, list_operators, load_spec
 from dak.planner import plan
-from dak.shares import ce_min_share
+from dak.planner.overhead import split_overhead
 
 FEATURES = ("inplace ops", "copy-engine ops", "host-KV link s")
 
@@ -29,6 +29,9 @@ FEATURES = ("inplace ops", "copy-engine ops", "host-KV link s")
 def samples(rows, profile):
     bare = dataclasses.replace(profile, inplace_op_overhead_s=0.0, copy_op_overhead_s=0.0,
                                attention_host_excess=0.0)
+    # each feature is the planner's own split_overhead with one coefficient set to 1
+    units = [dataclasses.replace(bare, **{f: 1.0}) for f in
+             ("inplace_op_overhead_s", "copy_op_overhead_s", "attention_host_excess")]
     out, seen = [], set()
     for r in rows:
         key = (r["model"], r["batch"], r["x_req"], r["system"])
@@ -37,12 +40,11 @@ def samples(rows, profile):
             continue
         seen.add(key)
         w = Workload("decode", r["batch"], r["prompt_len"], r["gen_len"], r["dtype"])
-        pl = plan(load_spec(r["model"]), w, bare, hbm_budget=r["hbm_budget"], policy=r["system"].split("-")[1])
-        lin = [o for o in pl.ops if o.host_bytes and o.kind != "attention" and not o.kind.startswith("embed")]
-        n_ce = sum(o.ratio >= ce_min_share() for o in lin)
-        att = sum(o.traffic * o.ratio for o in pl.ops if o.kind == "attention") / bare.split_host_bandwidth
+        spec = load_spec(r["model"])
+        pl = plan(spec, w, bare, hbm_budget=r["hbm_budget"], policy=r["system"].split("-")[1])
+        ops, host = list_operators(spec, w), [o.host_bytes for o in pl.ops]
         out.append({"model": r["model"], "system": r["system"], "x": r["x_req"], "measured": r["tpot_s"],
-                    "predicted": pl.predicted_s, "f": np.array([len(lin) - n_ce, n_ce, att], float)})
+                    "predicted": pl.predicted_s, "f": np.array([split_overhead(ops, host, w, u) for u in units])})
     return out
 
 
@@ -57,8 +59,12 @@ def main(argv=None):
     ap.add_argument("--results", default="benchmarks/results/e2e-h200.json")
     ap.add_argument("--hardware", default="h200-pcie")
     a = ap.parse_args(argv)
-    with open(a.results) as fh:
-        data = samples(json.load(fh)["rows"], get_profile(a.hardware))
+    try:
+        with open(a.results) as fh:
+            rows = json.load(fh)["rows"]
+    except (OSError, ValueError, KeyError) as e:
+        raise SystemExit(f"cannot read `dak bench e2e` rows from {a.results!r}: {e}") from None
+    data = samples(rows, get_profile(a.hardware))
     if len(data) < len(FEATURES):
         raise SystemExit(f"{a.results}: only {len(data)} dak runs at x > 0; need at least {len(FEATURES)}")
     c = fit(data)

@@ -80,10 +80,10 @@ def calibrate(plan: CalibrationPlan, spec, name: str, progress: bool = True, mod
     failures = []
     bar.set_postfix_str("small kernels per layer")
     slope = None
+    base = HardwareProfile(name=name, hbm_bandwidth=hbm, host_bandwidth_ce=ce,
+                           host_bandwidth_sm=max(reads.values()), flops=flops, **numbers)
     try:  # measured first, on a clean GPU state; the operators' share is taken off at the end
-        rough = HardwareProfile(name=name, hbm_bandwidth=hbm, host_bandwidth_ce=ce,
-                                host_bandwidth_sm=max(reads.values()), flops=flops, **numbers)
-        slope = measured_layer_slope(model or plan.model, plan.workload, rough)
+        slope = measured_layer_slope(model or plan.model, plan.workload, base)
     except Exception as exc:  # noqa: BLE001 -- keep the rest of the profile
         failures.append(_failure("layer overhead", exc))
     bar.update()
@@ -114,9 +114,7 @@ def calibrate(plan: CalibrationPlan, spec, name: str, progress: bool = True, mod
     w = plan.workload
     meta.update(model=plan.model, workload=f"{w.phase} B={w.batch} L={w.prompt_len} G={w.gen_len} {w.dtype}",
                 quick=plan.quick, tuned=plan.tune, tile_rows=plan.tile_rows)
-    profile = HardwareProfile(name=name, hbm_bandwidth=hbm, host_bandwidth_ce=ce,
-                              host_bandwidth_sm=max(reads.values()), flops=flops, **numbers, meta=meta,
-                              curves=tuple(curves), windows=tuple(windows), link=tuple(link))
+    profile = dataclasses.replace(base, meta=meta, curves=tuple(curves), windows=tuple(windows), link=tuple(link))
     details = {"hbm_alone": hbm_alone, "host_loaded": {f"{p}x{s}": v for (p, s), v in host_loaded.items()},
                "failures": failures}
     if slope is not None:  # beyond the operators as this profile times them (curves, else roofline)

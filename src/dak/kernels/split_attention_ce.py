@@ -50,9 +50,10 @@ def _rows_2d(dst: torch.Tensor, src: torch.Tensor, rows: int) -> bool:
     except ImportError:
         return False
     n, h, s, d = src.shape
-    ok = all(t.stride() == (h * s * d, s * d, d, 1) for t in (src, dst))
-    if not ok or n * h == 0:
-        return n * h == 0
+    if n * h == 0:
+        return True  # nothing to copy
+    if any(t.stride() != (h * s * d, s * d, d, 1) for t in (src, dst)):
+        return False
     es = src.element_size()
     stream = torch.cuda.current_stream(dst.device).cuda_stream
     (err,) = rt.cudaMemcpy2DAsync(dst.data_ptr(), s * d * es, src.data_ptr(), s * d * es, rows * d * es, n * h,

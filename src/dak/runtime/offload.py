@@ -85,7 +85,7 @@ def staging_bytes_for(placement) -> int:
     count: two copy-ahead slots of the largest host part that decode copies (untuned configs use
     the copy engine above `ce_min_share()`), plus the largest host part, which prefill (many
     tokens) stages whole."""
-    from dak.kernels.config import ce_min_share
+    from dak.shares import ce_min_share
     parts = [op for op in placement.ops if op.kind not in ("attention", "embed_tokens", "embed_positions")
              and op.host_bytes]
     share = ce_min_share()
