@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The next H200 session's runs (benchmarks/H200_RUNBOOK.md), in five device calls of < 10 min:
-#   bash benchmarks/h200_next.sh A|B|C|D|E
+#   bash benchmarks/h200_next.sh F|A|B|C|D|E
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy has no .git).
 set -u
@@ -16,7 +16,15 @@ step() {  # step SECONDS COMMAND...: run with a time limit, log the tail, never 
     rm -f "$OUT/.step.log"
 }
 case "$1" in
-A)  # GPU tests not yet run on the H200; consolidated placements and KV-length buckets end to end
+F)  # issue 5 headline at batch 8 with the defaults chosen by call A (consolidated policy, 4 KV buckets)
+    step 400 python3 -m dak bench e2e --models opt-6.7b,llama-2-7b --batch 8 \
+        --systems dak-consolidated,dak-greedy,prefetch,uva --out "$OUT/e2e-bs8-defaults.json"
+    step 120 python3 benchmarks/profile_step.py --model opt-6.7b --policy consolidated --ratios 0.02,0.05 \
+        --out "$OUT/step-opt-consolidated.json"
+    step 70 python3 benchmarks/profile_step.py --model llama-2-7b --policy consolidated --ratios 0.05 \
+        --out "$OUT/step-llama-consolidated.json"
+    ;;
+A)  # (run 2026-12-01, session 5) GPU tests not yet run on the H200; consolidated placements and KV-length buckets end to end
     step 150 python3 -m pytest -q -m gpu tests/test_host_release.py tests/test_calibrate_gpu.py tests/test_copy_ahead_gpu.py \
         tests/test_split_attention_gpu.py::test_copy_rows_inside_a_replayed_graph \
         tests/test_runtime_gpu.py::test_kv_bucket_graphs_equal_one_graph
@@ -47,8 +55,8 @@ C)  # issues 3 and 4 on current code
     ;;
 D)  # issue 5: OPT-30B, first half of the ratios (then 10,20,40 with --append)
     step 560 python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 0,1,2,5 \
-        --systems dak-greedy,dak-uniform,prefetch,uva --out "$OUT/e2e-opt-30b.json"
+        --systems dak-consolidated,dak-uniform,prefetch,uva --out "$OUT/e2e-opt-30b.json"
     ;;
-*)  echo "usage: bash benchmarks/h200_next.sh A|B|C|D|E" >&2; exit 2 ;;
+*)  echo "usage: bash benchmarks/h200_next.sh F|A|B|C|D|E" >&2; exit 2 ;;
 esac
 tail -c 3000 "$log"

@@ -1,8 +1,9 @@
 """Where does a decode step's time go? GPU time per kernel category for dak.offload models.
 
 For each offload ratio x: builds the model (seeded random weights, untuned configs) with the
-placement `dak bench e2e` gives that x (`--policy greedy`: the planner at the HBM budget that
-leaves x of the operator bytes on the host; `uniform`: x of every operator), times the
+placement `dak bench e2e` gives that x (`--policy consolidated` (default) or `greedy`: the
+planner at the HBM budget that leaves x of the operator bytes on the host; `uniform`: x of
+every operator), times the
 CUDA-graphed decode step (TPOT), then profiles a few eager decode steps with torch.profiler and
 sums GPU time per category (split kernel, cuBLAS, copy-engine copies, attention, KV writes,
 norms, rotary, elementwise, other). Eager steps launch the same kernels as the graph, so the
@@ -103,17 +104,17 @@ def graph_timeline(engine: Engine, steps: int) -> dict | None:
     return link_report(spans, steps, lambda n: category(n) == "copy engine", category)
 
 
-def run(model_name, batch, prompt_len, gen_len, ratio, steps, policy="greedy"):
+def run(model_name, batch, prompt_len, gen_len, ratio, steps, policy="consolidated"):
     from dak.baselines.e2e import budget_for
     from dak.hardware import get_profile
     from dak.models import Workload, load_spec
     w = Workload("decode", batch, prompt_len, gen_len + 2 * steps, "bf16")  # eager steps, then graph replays
     if policy == "uniform":
         kw = {"host_ratio": ratio}
-    elif policy == "greedy":
+    elif policy in ("greedy", "consolidated"):
         kw = {"hbm_budget": budget_for(load_spec(model_name), w, ratio, get_profile("h200-pcie"))}
     else:
-        raise ValueError(f"unknown policy {policy!r}: use greedy or uniform")
+        raise ValueError(f"unknown policy {policy!r}: use consolidated, greedy or uniform")
     model = dak.offload(model_name, batch=batch, prompt_len=prompt_len, gen_len=w.gen_len,
                         policy=policy, tune=False, **kw)
     try:
@@ -142,7 +143,7 @@ def main(argv=None):
     ap.add_argument("--prompt-len", type=int, default=32)
     ap.add_argument("--gen-len", type=int, default=16)
     ap.add_argument("--ratios", default="0,0.05", help="host ratios (fractions), comma list")
-    ap.add_argument("--policy", default="greedy", choices=("greedy", "uniform"))
+    ap.add_argument("--policy", default="consolidated", choices=("consolidated", "greedy", "uniform"))
     ap.add_argument("--steps", type=int, default=4, help="profiled eager decode steps")
     ap.add_argument("--out", default="step-profile.json")
     a = ap.parse_args(argv)

@@ -40,7 +40,7 @@ def test_plan_json_consistent(capsys):
     assert d["step_time_s"] == pytest.approx(sum(o["time_s"] for o in d["ops"]))
     assert d["effective_bandwidth"] == pytest.approx(d["total_traffic"] / d["step_time_s"])
     assert set(d["comparison"]) == {"greedy", "consolidated", "uniform", "prefetch"}
-    assert d["policy"] == "greedy" and d["workload"]["batch"] == 8
+    assert d["policy"] == "consolidated" and d["workload"]["batch"] == 8  # the default policy
     assert len(d["ops"]) == 80 * 8 + 2
 
 

@@ -23,6 +23,7 @@ import math
 from dataclasses import dataclass
 
 from dak.baselines.e2e import budget_for, prefetch_placement, roofline_bound, uva_placement
+from dak.defaults import DEFAULT_KV_BUCKETS
 from dak.hardware import get_profile
 from dak.models.ops import Workload, list_operators, minimum_hbm_set
 from dak.models.spec import ModelSpec, load_config
@@ -50,12 +51,12 @@ class E2EConfig:
     seed: int = 0
     repeats: int = 2
     tune: bool = False
-    kv_buckets: int = 1                # dak systems: decode graphs per cache-length bucket (Engine)
+    kv_buckets: int = DEFAULT_KV_BUCKETS  # dak systems: decode graphs per cache-length bucket (Engine)
     real_capacity: str | None = None   # a model placed from the GPU's real free HBM
     rc_batch: int = 32
     rc_prompt_len: int = 1024
     rc_gen_len: int = 32
-    rc_systems: tuple[str, ...] = ("dak-greedy",)
+    rc_systems: tuple[str, ...] = ("dak-consolidated",)
     rc_margin: int = GIB               # HBM left free beyond 1.5 x the prefill workspace
     out: str = "benchmarks/results/e2e.json"
     plot: str | None = None

@@ -35,15 +35,15 @@ def add_parser(sub) -> None:
     e.add_argument("--repeats", default=str(d.repeats), help=f"timed generations per case (default {d.repeats})")
     e.add_argument("--tune", action="store_true", help="sweep split-kernel configs per shape (slow; default: "
                    "heuristic configs, or ones already in the tuning cache)")
-    e.add_argument("--kv-buckets", default="1", help="dak systems: one decode graph per cache-length bucket, "
-                   "so host KV is copied only up to the bucket (default 1: whole max_len)")
+    e.add_argument("--kv-buckets", default=str(d.kv_buckets), help="dak systems: decode graphs, one per cache-length "
+                   f"bucket, so host KV is copied only up to the bucket (default {d.kv_buckets}; 1: whole max_len)")
     e.add_argument("--real-capacity", default=None, metavar="MODEL",
                    help="also place MODEL from the GPU's real free HBM (e.g. llama-2-70b)")
     e.add_argument("--rc-batch", default=str(d.rc_batch), help=f"real-capacity batch (default {d.rc_batch})")
     e.add_argument("--rc-prompt-len", default=str(d.rc_prompt_len), help=f"(default {d.rc_prompt_len})")
     e.add_argument("--rc-gen-len", default=str(d.rc_gen_len), help=f"(default {d.rc_gen_len})")
     e.add_argument("--rc-systems", default=",".join(d.rc_systems), help="systems for the real-capacity case "
-                   "(default dak-greedy)")
+                   f"(default {','.join(d.rc_systems)})")
     e.add_argument("--rc-margin", default="1GiB", help="HBM kept free beyond 1.5x the prefill workspace")
     e.add_argument("--out", default=None, help=f"result JSON (default {d.out})")
     e.add_argument("--plot", default=None, help="PNG of EB vs offload ratio per model (needs matplotlib)")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 
+from ..defaults import DEFAULT_KV_BUCKETS, DEFAULT_POLICY
 from ..units import format_bandwidth, format_bytes, format_time, parse_ratio
 from .plan import _int
 
@@ -27,7 +28,7 @@ def add_parser(sub) -> None:
     p.add_argument("--batch", default="8", help="requests B (default 8)")
     p.add_argument("--prompt-len", default="32", help="prompt tokens L (default 32)")
     p.add_argument("--gen-len", default="32", help="new tokens G (default 32)")
-    p.add_argument("--policy", default="greedy", help="greedy | consolidated | uniform (default greedy)")
+    p.add_argument("--policy", default=DEFAULT_POLICY, help=f"consolidated | greedy | uniform (default {DEFAULT_POLICY})")
     p.add_argument("--hardware", default="h200-pcie", help="preset name or profile .json (default h200-pcie)")
     p.add_argument("--dtype", default="bf16", help="bf16 | fp16 (default bf16)")
     p.add_argument("--seed", default="0", help="seed of the random weights and prompts (default 0)")
@@ -35,8 +36,8 @@ def add_parser(sub) -> None:
     p.add_argument("--sample", action="store_true", help="sample (temperature 1) instead of greedy decoding")
     p.add_argument("--tune", action="store_true", help="sweep kernel configs per shape before first use (slow once, cached)")
     p.add_argument("--no-graphs", action="store_true", help="decode eagerly instead of replaying a CUDA graph")
-    p.add_argument("--kv-buckets", default="1", help="one decode graph per cache-length bucket, so host KV is "
-                                                     "copied only up to the bucket (default 1: whole max_len)")
+    p.add_argument("--kv-buckets", default=str(DEFAULT_KV_BUCKETS), help="decode graphs, one per cache-length bucket, so "
+                   f"host KV is copied only up to the bucket (default {DEFAULT_KV_BUCKETS}; 1: whole max_len)")
     p.add_argument("--baseline", default=None, help="run a baseline instead of dak at the same --host-ratio: "
                                                     "all-hbm | prefetch | uva | accelerate (see `dak bench e2e`)")
     p.set_defaults(func=run)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections import OrderedDict
 
+from ..defaults import DEFAULT_POLICY
 from ..hardware import get_profile
 from ..models import Workload, load_spec
 from ..models.ops import DEFAULT_RESERVE
@@ -18,8 +19,8 @@ def add_parser(sub) -> None:
     p.add_argument("--hbm-budget", default=None, help="HBM the plan may use, e.g. 40GiB (default: device capacity)")
     add_workload_args(p)
     p.add_argument("--hardware", default="h200-pcie", help="preset name or profile .json (default h200-pcie)")
-    p.add_argument("--policy", default="greedy", help="greedy | consolidated | uniform | prefetch: the placement shown "
-                                                     "(default greedy)")
+    p.add_argument("--policy", default=DEFAULT_POLICY, help="consolidated | greedy | uniform | prefetch: the placement "
+                                                         f"shown (default {DEFAULT_POLICY})")
     p.add_argument("--cost-model", default="auto", choices=COST_MODELS,
                    help="roofline | measured (a calibrated profile's curves) | auto: measured when the "
                         "profile has curves for this model and workload (default auto)")

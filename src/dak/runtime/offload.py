@@ -23,6 +23,7 @@ from dak.hardware import HardwareProfile, get_profile
 from dak.models.ops import Workload, list_operators, minimum_hbm_set
 from dak.models.spec import ModelSpec, load_config
 from dak.planner import plan
+from dak.defaults import DEFAULT_KV_BUCKETS, DEFAULT_POLICY
 from dak.runtime.engine import Engine, Sampling, kv_bucket_caps
 from dak.runtime.kv import ATTN_NAME, DakKV, register
 from dak.runtime_env import kernel_device
@@ -57,7 +58,7 @@ def placement_for(spec: ModelSpec, w: Workload, profile: HardwareProfile, hbm_bu
                   host_ratio: float | None):
     """The planner's placement, or (host_ratio) the uniform policy moving that share of every operator."""
     if policy == "prefetch":
-        raise ValueError("policy 'prefetch' is a baseline (dak bench e2e runs it); use 'greedy' or 'uniform'")
+        raise ValueError("policy 'prefetch' is a baseline (dak bench e2e runs it); use 'consolidated', 'greedy' or 'uniform'")
     if host_ratio is None:
         budget = None if hbm_budget is None else parse_size(hbm_budget)
         return plan(spec, w, profile, budget, policy)
@@ -111,9 +112,9 @@ def check_memory(placement, kv_host_bytes: int, device: torch.device) -> None:
 
 def offload(model: str | nn.Module, *, hbm_budget=None, hardware: str | HardwareProfile = "h200-pcie",
             batch: int = 1, max_len: int | None = None, prompt_len: int | None = None,
-            gen_len: int | None = None, policy: str = "greedy", host_ratio: float | None = None,
+            gen_len: int | None = None, policy: str = DEFAULT_POLICY, host_ratio: float | None = None,
             dtype: torch.dtype = torch.bfloat16, seed: int = 0, tune: bool = True,
-            graphs: bool | None = None, kv_buckets: int = 1) -> nn.Module:
+            graphs: bool | None = None, kv_buckets: int = DEFAULT_KV_BUCKETS) -> nn.Module:
     """Offload `model` (built-in name, local checkpoint folder, or an HF model) for one GPU."""
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be torch.bfloat16 or torch.float16, got {dtype}")
