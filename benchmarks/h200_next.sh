@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The next H200 session's runs (benchmarks/H200_RUNBOOK.md), in five device calls of < 10 min:
-#   bash benchmarks/h200_next.sh F|A|B|C|D|E
+#   bash benchmarks/h200_next.sh G|H|F|A|B|C|D|E
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy has no .git).
 set -u
@@ -16,7 +16,19 @@ step() {  # step SECONDS COMMAND...: run with a time limit, log the tail, never 
     rm -f "$OUT/.step.log"
 }
 case "$1" in
-F)  # issue 5 headline at batch 8 with the defaults chosen by call A (consolidated policy, 4 KV buckets)
+G)  # the exhaustive kind-set search (changed plans: OPT 5%/40%, Llama-2-7B 2%/40%), then OPT-30B bs 8 (first half)
+    step 150 python3 -m dak bench e2e --models opt-6.7b,llama-2-7b --batch 8 --ratios 2,5,40 \
+        --systems dak-consolidated,prefetch --out "$OUT/e2e-exhaustive.json"
+    step 420 python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 0,1,2,5 \
+        --systems dak-consolidated,prefetch,uva --out "$OUT/e2e-opt-30b.json"
+    ;;
+H)  # OPT-30B bs 8, second half (copy the first half's JSON to $OUT first for --append), Llama-3-8B
+    step 400 python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 10,20,40 \
+        --systems dak-consolidated,prefetch,uva --out "$OUT/e2e-opt-30b.json" --append
+    step 150 python3 -m dak bench e2e --models llama-3-8b --batch 8 \
+        --systems dak-consolidated,prefetch --out "$OUT/e2e-llama-3-8b.json"
+    ;;
+F)  # (run 2026-12-01, session 5) issue 5 headline at batch 8 with the defaults chosen by call A (consolidated policy, 4 KV buckets)
     step 400 python3 -m dak bench e2e --models opt-6.7b,llama-2-7b --batch 8 \
         --systems dak-consolidated,dak-greedy,prefetch,uva --out "$OUT/e2e-bs8-defaults.json"
     step 120 python3 benchmarks/profile_step.py --model opt-6.7b --policy consolidated --ratios 0.02,0.05 \
@@ -57,6 +69,6 @@ D)  # issue 5: OPT-30B, first half of the ratios (then 10,20,40 with --append)
     step 560 python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 0,1,2,5 \
         --systems dak-consolidated,dak-uniform,prefetch,uva --out "$OUT/e2e-opt-30b.json"
     ;;
-*)  echo "usage: bash benchmarks/h200_next.sh F|A|B|C|D|E" >&2; exit 2 ;;
+*)  echo "usage: bash benchmarks/h200_next.sh G|H|F|A|B|C|D|E" >&2; exit 2 ;;
 esac
 tail -c 3000 "$log"

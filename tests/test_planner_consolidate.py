@@ -69,3 +69,63 @@ def test_fits_and_prefill_are_untouched():
     b = budget_for(spec, pre, 0.1, H200)
     assert [o.host_units for o in plan(spec, pre, H200, b, "consolidated").ops] == \
         [o.host_units for o in plan(spec, pre, H200, b, "greedy").ops]
+
+
+def test_opt_at_five_percent_finds_what_one_kind_at_a_time_misses():
+    """No single kind off the host helps OPT-6.7B at 5% (the descent stops at the greedy), but
+    attention with its four projections together does: the exhaustive search finds it."""
+    from dak.models import list_operators
+    from dak.planner.consolidate import _descent, _place
+    spec = load_spec("opt-6.7b")
+    b = budget_for(spec, W, 0.05, H200)
+    g, c = plan(spec, W, H200, b, "greedy"), plan(spec, W, H200, b, "consolidated")
+    assert not _kinds(c) & {"attention", "q_proj", "k_proj", "v_proj", "out_proj"} and "attention" in _kinds(g)
+    assert c.predicted_s < 0.95 * g.predicted_s
+    ops = list_operators(spec, W)
+    greedy = _place(ops, g.host_bytes, H200, W, frozenset())
+    kinds = sorted({op.kind for op in ops})
+    assert _descent(ops, g.host_bytes, H200, W, kinds, greedy, 0.005) == greedy[1]
+
+
+@pytest.mark.parametrize("model", ["llama-3-8b", "opt-6.7b"])
+def test_class_score_matches_the_per_operator_continuous_solution(model):
+    """The search scores identical operators as one class; that must equal solving every
+    operator (solve_continuous) and adding each one's overhead."""
+    from dak.models import list_operators
+    from dak.planner.consolidate import _classes, _score
+    from dak.planner.cost import op_time
+    from dak.planner.greedy import solve_continuous
+    from dak.planner.overhead import split_overhead
+    spec = load_spec(model)
+    ops = list_operators(spec, W)
+    kinds = sorted({op.kind for op in ops})
+    rng = random.Random(model)
+    for _ in range(8):
+        off = frozenset(k for k in kinds if rng.random() < 0.35)
+        sub = [op for op in ops if op.kind not in off]
+        R = int(rng.uniform(0.01, 0.5) * sum(op.bytes for op in sub))
+        xs, _ = solve_continuous(sub, R, H200)
+        host = [x * op.bytes for x, op in zip(xs, sub)]
+        want = sum(op_time(op, x, H200) for op, x in zip(sub, xs)) + split_overhead(sub, host, W, H200) \
+            + sum(op_time(op, 0.0, H200) for op in ops if op.kind in off)
+        assert _score(_classes(ops, H200), R, H200, W, off) == pytest.approx(want, rel=1e-9)
+        assert _score(_classes(ops, H200), sum(op.bytes for op in sub) + 1, H200, W, off) is None
+
+
+def test_exhaustive_choice_is_the_best_kind_set_placed_exactly():
+    """Against brute force over every kind set, each placed exactly (whole units)."""
+    import itertools
+
+    from dak.models import list_operators
+    from dak.planner.consolidate import _place
+    spec = load_spec("opt-6.7b")
+    ops = list_operators(spec, W)
+    kinds = sorted({op.kind for op in ops})
+    for x in (0.05, 0.2):
+        b = budget_for(spec, W, x, H200)
+        c = plan(spec, W, H200, b, "consolidated")
+        R = plan(spec, W, H200, b, "greedy").host_bytes
+        brute = min(r[0] for n in range(len(kinds) + 1) for off in itertools.combinations(kinds, n)
+                    for r in [_place(ops, R, H200, W, frozenset(off))] if r is not None)
+        got = _place(ops, R, H200, W, frozenset(k for k in kinds if k not in _kinds(c)))
+        assert got[0] <= brute * 1.005

@@ -1,8 +1,9 @@
 """Defaults shared by the API, the CLI and the benchmarks (no torch import: the planner's CLI reads them).
 
 Both were chosen by H200 runs (benchmarks/results/e2e-consolidated-h200.json, e2e-kv-buckets-*-h200.json):
-- the consolidated policy (greedy, then whole operator kinds taken off the host while the predicted
-  step gets faster) was 1.00-1.16x faster than plain greedy on Llama-2-7B and OPT-6.7B at bs 8, x = 1-20%;
+- the consolidated policy (the greedy over the operator kinds left on the host, with the set of
+  kinds kept in HBM chosen to minimize the predicted step) was 1.00-1.16x faster than plain
+  greedy on Llama-2-7B and OPT-6.7B at bs 8, x = 1-20%;
 - four KV-length buckets made Llama-2-7B decode 3.8% faster at x = 5% and 2.4% at 10% than one.
 """
 
