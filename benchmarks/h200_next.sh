@@ -16,15 +16,15 @@ step() {  # step SECONDS COMMAND...: run with a time limit, log the tail, never 
     rm -f "$OUT/.step.log"
 }
 case "$1" in
-G)  # the exhaustive kind-set search (changed plans: OPT 5%/40%, Llama-2-7B 2%/40%), then OPT-30B bs 8 (first half)
+G)  # the exhaustive kind-set search (changed plans: OPT 5%/40%, Llama-2-7B 2%/40%), then OPT-30B bs 8 (0-10%; rows are written as each case ends)
     step 150 python3 -m dak bench e2e --models opt-6.7b,llama-2-7b --batch 8 --ratios 2,5,40 \
         --systems dak-consolidated,prefetch --out "$OUT/e2e-exhaustive.json"
-    step 420 python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 0,1,2,5 \
+    step 420 python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 0,1,2,5,10 \
         --systems dak-consolidated,prefetch,uva --out "$OUT/e2e-opt-30b.json"
     ;;
-H)  # OPT-30B bs 8, second half (copy the first half's JSON to $OUT first for --append), Llama-3-8B
-    step 400 python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 10,20,40 \
-        --systems dak-consolidated,prefetch,uva --out "$OUT/e2e-opt-30b.json" --append
+H)  # OPT-30B bs 8, second half (merge with G's JSON by `dak bench e2e --replot`), Llama-3-8B
+    step 400 python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 20,40 \
+        --systems dak-consolidated,prefetch,uva --out "$OUT/e2e-opt-30b-b.json"
     step 150 python3 -m dak bench e2e --models llama-3-8b --batch 8 \
         --systems dak-consolidated,prefetch --out "$OUT/e2e-llama-3-8b.json"
     ;;
