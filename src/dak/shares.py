@@ -1,4 +1,5 @@
-"""The host share above which an untuned decode config moves host rows by the copy engine.
+"""The host share above which an untuned decode config moves host rows by the copy engine, and
+in how many chunks.
 
 Shared by the kernels' heuristic (dak.kernels.config) and the planner's per-operator overheads
 (dak.planner.plan), which stays free of torch and triton.
@@ -26,3 +27,19 @@ def ce_min_share() -> float:
     if not 0.0 <= v <= 1.0:
         raise ValueError(f"DAK_CE_MIN_SHARE must be a fraction in [0, 1], got {raw!r}")
     return v
+
+
+# Copy-engine chunks per operator in an untuned config: pipelines copy and GEMM inside one
+# operator, but every copy pays the engine's start-up (HARDWARE.md: 1 MiB copies run at 33.5
+# GB/s, 8 MiB at 48, 1 GiB at 55).
+CE_CHUNKS = 4
+
+
+def ce_chunks_default() -> int:
+    """CE_CHUNKS, or $DAK_CE_CHUNKS (an integer >= 1) for experiments."""
+    raw = os.environ.get("DAK_CE_CHUNKS")
+    if raw is None:
+        return CE_CHUNKS
+    if not raw.isdigit() or int(raw) < 1:
+        raise ValueError(f"DAK_CE_CHUNKS must be an integer >= 1, got {raw!r}")
+    return int(raw)

@@ -164,7 +164,7 @@ def heuristic_config(n_tokens: int, m_host: int, m_hbm: int, k: int, sms: int, t
         host_tma=False,
         hbm_tma=False,
         ce_share=1.0 if many or m_host > ce_min_share() * m_total else 0.0,
-        ce_chunks=4,
+        ce_chunks=ce_chunks_default(),
         hbm_cublas=many,
         host_kernel="triton_once" if n_tokens > block_n else "triton",
     )
