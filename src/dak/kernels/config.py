@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from dak.runtime_env import interpreting
-from dak.shares import LINK_BOUND_SHARE, ce_min_share  # noqa: F401 -- re-exported for the launchers
+from dak.shares import LINK_BOUND_SHARE, ce_chunks_default, ce_min_share  # noqa: F401 -- re-exported for the launchers
 
 MAX_DECODE_TOKENS = 64  # up to this many tokens, one program covers all of them: no re-reads
 MAX_SPLIT_ITEMS = 256  # host split-K only pays when host row tiles are few; caps its workspace
