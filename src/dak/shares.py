@@ -29,10 +29,13 @@ def ce_min_share() -> float:
     return v
 
 
-# Copy-engine chunks per operator in an untuned config: pipelines copy and GEMM inside one
-# operator, but every copy pays the engine's start-up (HARDWARE.md: 1 MiB copies run at 33.5
-# GB/s, 8 MiB at 48, 1 GiB at 55).
-CE_CHUNKS = 4
+# Copy-engine chunks per operator in an untuned config. More chunks pipeline copy and GEMM
+# inside one operator, but every copy pays the engine's start-up (HARDWARE.md: 1 MiB copies run
+# at 33.5 GB/s, 8 MiB at 48, 1 GiB at 55), and in a decode step copy-ahead already overlaps one
+# operator's copy with the previous one's GEMMs. H200, bs 8, x = 5%, consolidated: 1 chunk
+# instead of 4 made OPT-30B 64.24 -> 60.54 ms and OPT-6.7B 14.53 -> 13.47 ms per token (2 chunks:
+# 62.33 / 13.90; benchmarks/results/e2e-ce-chunks-*-h200.json).
+CE_CHUNKS = 1
 
 
 def ce_chunks_default() -> int:
