@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The next H200 session's runs (benchmarks/H200_RUNBOOK.md), in five device calls of < 10 min:
-#   bash benchmarks/h200_next.sh J|I|G|H|F|A|B|C|D|E
+#   bash benchmarks/h200_next.sh K|J|I|G|H|F|A|B|C|D|E
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy has no .git).
 set -u
@@ -16,7 +16,13 @@ step() {  # step SECONDS COMMAND...: run with a time limit, log the tail, never 
     rm -f "$OUT/.step.log"
 }
 case "$1" in
-J)  # the defaults after call I (1 copy-engine chunk per operator) against prefetch in one call
+K)  # last seconds of session 5: OPT-30B 20% and Llama-3-8B 5/10% on the current defaults
+    step 90 python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 20 \
+        --systems dak-consolidated,prefetch --out "$OUT/e2e-opt-30b-20.json"
+    step 40 python3 -m dak bench e2e --models llama-3-8b --batch 8 --ratios 5,10 \
+        --systems dak-consolidated --out "$OUT/e2e-llama-3-8b-consolidated.json"
+    ;;
+J)  # (run 2026-12-01, session 5) the defaults after call I (1 copy-engine chunk per operator) against prefetch in one call
     step 150 python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 5,10 \
         --systems dak-consolidated,prefetch --out "$OUT/e2e-opt-30b-c.json"
     step 110 python3 -m dak bench e2e --models opt-6.7b,llama-2-7b --batch 8 --ratios 2,5,10 \
@@ -85,6 +91,6 @@ D)  # issue 5: OPT-30B, first half of the ratios (then 10,20,40 with --append)
     step 560 python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 0,1,2,5 \
         --systems dak-consolidated,dak-uniform,prefetch,uva --out "$OUT/e2e-opt-30b.json"
     ;;
-*)  echo "usage: bash benchmarks/h200_next.sh J|I|G|H|F|A|B|C|D|E" >&2; exit 2 ;;
+*)  echo "usage: bash benchmarks/h200_next.sh K|J|I|G|H|F|A|B|C|D|E" >&2; exit 2 ;;
 esac
 tail -c 3000 "$log"

@@ -81,6 +81,24 @@ def config_from(args):
         rc_margin=parse_size(args.rc_margin), out=args.out or E2EConfig.out, plot=args.plot, append=args.append)
 
 
+def _row_key(r: dict) -> tuple:
+    return (r["model"], r["batch"], r["prompt_len"], r["gen_len"], r["kind"], r["x_req"], r["system"])
+
+
+def merge_rows(payloads: list[dict]) -> list[dict]:
+    """Rows of several result JSONs, each tagged with its run (`run`: git sha, date); where two
+    runs measured the same case (model, batch, lengths, kind, ratio, system) the later file wins."""
+    rows: dict = {}
+    for p in payloads:
+        meta = p.get("meta", {})
+        for r in p["rows"]:
+            r = dict(r)
+            r.setdefault("run", {"git_sha": meta.get("git_sha"), "date": meta.get("date")})
+            rows.pop(_row_key(r), None)
+            rows[_row_key(r)] = r
+    return list(rows.values())
+
+
 def replot(paths: str, out: str | None, png: str | None) -> int:
     import json
 
@@ -93,7 +111,7 @@ def replot(paths: str, out: str | None, png: str | None) -> int:
                 payloads.append(json.load(fh))
         except (OSError, ValueError) as e:
             raise ValueError(f"cannot read result JSON {path!r}: {e}") from None
-    payload = dict(payloads[0], rows=[r for p in payloads for r in p["rows"]])
+    payload = dict(payloads[0], rows=merge_rows(payloads))
     if len(payloads) > 1:
         payload["merged_from"] = [p["meta"] for p in payloads]
     payload["summary"] = summarize(payload["rows"])
