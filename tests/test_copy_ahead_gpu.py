@@ -12,7 +12,9 @@ from dak.nn import SplitLinear
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")]
 
 
-def test_chained_step_under_graph_capture_matches_unchained():
+@pytest.mark.parametrize("streams", ["1", "2"])
+def test_chained_step_under_graph_capture_matches_unchained(streams, monkeypatch):
+    monkeypatch.setenv("DAK_COPY_STREAMS", streams)  # 2: one copy stream per slot
     torch.manual_seed(5)
     dtype, n, dims = torch.bfloat16, 8, [512, 1400, 700, 512, 2100, 512]  # odd sizes, layer-like chain
     mods = []
@@ -51,9 +53,11 @@ def test_chained_step_under_graph_capture_matches_unchained():
     copy_ahead.unlink(mods)
 
 
-def test_operator_called_twice_in_a_step_copies_again():
+@pytest.mark.parametrize("streams", ["1", "2"])
+def test_operator_called_twice_in_a_step_copies_again(streams, monkeypatch):
     """A chained operator called again later in the step (its slot since reused by the operator
     two places on) must not read another operator's rows."""
+    monkeypatch.setenv("DAK_COPY_STREAMS", streams)
     torch.manual_seed(6)
     dtype, n = torch.bfloat16, 8
     mods = [SplitLinear(torch.randn(512, 512, device="cuda").to(dtype) / 23, host_ratio=0.5, row_tile=16,

@@ -123,3 +123,24 @@ def test_copy_engine_share_threshold_from_the_environment(monkeypatch):
     monkeypatch.setenv("DAK_CE_MIN_SHARE", "two")
     with pytest.raises(ValueError, match="DAK_CE_MIN_SHARE"):
         heuristic_config(8, 64, 4032, 512, 132, False)
+
+
+def test_copy_engine_chunks_and_copy_streams_from_the_environment(monkeypatch):
+    """One copy-engine chunk per operator by default (H200: fewer copies, less start-up);
+    $DAK_CE_CHUNKS and $DAK_COPY_STREAMS override it for experiments and reject bad values."""
+    from dak.kernels.config import heuristic_config
+    from dak.shares import copy_stream_count
+    cfg = heuristic_config(8, 640, 3456, 512, 132, False)
+    assert cfg.ce_share == 1.0 and cfg.ce_chunks == 1
+    monkeypatch.setenv("DAK_CE_CHUNKS", "3")
+    assert heuristic_config(8, 640, 3456, 512, 132, False).ce_chunks == 3
+    for bad in ("0", "-2", "x"):
+        monkeypatch.setenv("DAK_CE_CHUNKS", bad)
+        with pytest.raises(ValueError, match="DAK_CE_CHUNKS"):
+            heuristic_config(8, 640, 3456, 512, 132, False)
+    assert copy_stream_count() == 1
+    monkeypatch.setenv("DAK_COPY_STREAMS", "2")
+    assert copy_stream_count() == 2
+    monkeypatch.setenv("DAK_COPY_STREAMS", "3")
+    with pytest.raises(ValueError, match="DAK_COPY_STREAMS"):
+        copy_stream_count()

@@ -46,3 +46,11 @@ def ce_chunks_default() -> int:
     if not raw.isdigit() or int(raw) < 1:
         raise ValueError(f"DAK_CE_CHUNKS must be an integer >= 1, got {raw!r}")
     return int(raw)
+
+
+def copy_stream_count() -> int:
+    """Copy streams of the copy-ahead chain: 1, or $DAK_COPY_STREAMS (1 or 2) for experiments."""
+    raw = os.environ.get("DAK_COPY_STREAMS", "1")
+    if raw not in ("1", "2"):
+        raise ValueError(f"DAK_COPY_STREAMS must be 1 or 2, got {raw!r}")
+    return int(raw)
