@@ -10,6 +10,8 @@ streams 1/2, copy chunks per operator 1/4) it prints the step time next to
     HBM time   = the same step with every row in HBM
 
 so link efficiency = link bound / step says how much of the step the link idles or runs slow.
+The first setting's operators are also run the prefetch baseline's way (one copy per layer,
+one layer ahead, `layer_prefetch_step`) in the same run.
 On the H200 end to end, OPT-30B at x = 5% moved 3.03 GB in 60.6 ms (50 GB/s) while prefetch,
 one copy per layer, moved 3.17 GB in 57.6 ms (55 GB/s): this separates the chain from the model.
 
@@ -60,6 +62,71 @@ def step_fn(mods, xs):
         for mod in mods:
             mod(xs[mod.in_features])
     return step
+
+
+def layer_prefetch_step(mods, per_layer: int, xs, device):
+    """The same operators the way the prefetch baseline moves them: each layer's host rows in one
+    pinned buffer, copied in one memcpy, one layer ahead, into two alternating HBM buffers."""
+    import torch.nn.functional as F
+
+    from dak.host import PinnedBuffer
+    layers = [mods[i:i + per_layer] for i in range(0, len(mods), per_layer)]
+    sizes = [sum(m.host_rows * m.in_features for m in layer) for layer in layers]
+    host = []
+    for layer, n in zip(layers, sizes):
+        buf = PinnedBuffer((1, max(n, 1)), torch.bfloat16)
+        off = 0
+        for m in layer:
+            rows = m.host_rows * m.in_features
+            buf.tensor[0, off:off + rows].copy_(m.w_host[:, :m.in_features].reshape(-1))
+            off += rows
+        host.append(buf)
+    stage = [torch.empty(max(sizes), dtype=torch.bfloat16, device=device) for _ in range(2)]
+    cuda = device.type == "cuda"
+    side = torch.cuda.Stream(device) if cuda else None
+    ready = [torch.cuda.Event() if cuda else None for _ in layers]
+
+    def copy(l):
+        if not cuda:
+            stage[l % 2][:sizes[l]].copy_(host[l].tensor[0, :sizes[l]])
+            return
+        side.wait_stream(torch.cuda.current_stream(device))  # the buffer's previous layer is done
+        with torch.cuda.stream(side):
+            stage[l % 2][:sizes[l]].copy_(host[l].tensor[0, :sizes[l]], non_blocking=True)
+            ready[l].record(side)
+
+    def step():
+        """Returns each operator's output (staged rows, then HBM rows), in order."""
+        outs = []
+        copy(0)
+        for l, layer in enumerate(layers):
+            if l + 1 < len(layers) and cuda:
+                copy(l + 1)
+            if cuda:
+                torch.cuda.current_stream(device).wait_event(ready[l])
+            elif l:
+                copy(l)
+            off = 0
+            for m in layer:
+                rows = m.host_rows * m.in_features
+                x = xs[m.in_features]
+                outs.append((F.linear(x, stage[l % 2][off:off + rows].view(m.host_rows, m.in_features)),
+                             F.linear(x, m.w_hbm)))
+                off += rows
+        if cuda:
+            torch.cuda.current_stream(device).wait_stream(side)
+        return outs
+    return step, host
+
+
+def check_prefetch_step(mods, pf_step, xs) -> float:
+    """Largest |difference| between the emulated prefetch step's outputs and the SplitLinears'."""
+    worst = 0.0
+    for m, (yh, yg) in zip(mods, pf_step()):
+        want = m(xs[m.in_features]).float()
+        got = torch.cat([yh, yg], dim=-1).float()
+        worst = max(worst, (got - want).abs().max().item() / max(want.abs().max().item(), 1e-6))
+    return worst
 
 
 def time_graph(step, device, chained: bool, reps: int = 20) -> float:
@@ -117,6 +184,20 @@ def run(model: str, layers: int, ratio: float, n: int, settings, out: str) -> di
             with copy_ahead.copy_ahead_step(device):
                 step()
             print(f"streams {streams} chunks {chunks}: {len(mods)} operators, {chained} chained (CPU flow check)")
+        if (streams, chunks) == settings[0]:  # the prefetch baseline's way, same operators
+            pf_step, pf_host = layer_prefetch_step(mods, len(shapes), xs, device)
+            err = check_prefetch_step(mods, pf_step, xs)
+            if err > 2e-2:
+                raise RuntimeError(f"the emulated prefetch step differs from the SplitLinears (rel. {err:.3g})")
+        if gpu and (streams, chunks) == settings[0]:
+            pf = time_graph(pf_step, device, chained=False)
+            rows.append({"streams": "layer prefetch", "chunks": 1, "ops": len(mods), "host_bytes": host_bytes,
+                         "step_ms": pf, "link_bound_ms": bound, "hbm_only_ms": hbm_ms,
+                         "link_efficiency": bound / pf, "link_GBps": host_bytes / pf / 1e6})
+            print(f"layer prefetch (one copy per layer): step {pf:.3f} ms, link efficiency {bound / pf:.3f}", flush=True)
+        if (streams, chunks) == settings[0]:
+            for b in pf_host:
+                b.free()
         copy_ahead.unlink(mods)
         for m in mods:
             m._host.free()

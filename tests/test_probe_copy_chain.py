@@ -1,0 +1,32 @@
+"""benchmarks/probe_copy_chain.py off the GPU: its flow, and that its emulation of the prefetch
+baseline (one copy per layer into alternating buffers) computes what the SplitLinears compute."""
+
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import probe_copy_chain as probe  # noqa: E402
+
+
+def test_prefetch_emulation_matches_the_split_linears_and_catches_a_wrong_row():
+    torch.manual_seed(3)
+    dev, shapes = torch.device("cpu"), probe.SHAPES["tiny"]
+    xs = {k: torch.randn(3, k, dtype=torch.bfloat16) for k in {s[1] for s in shapes}}
+    mods = probe.build(shapes, 3, 0.4, 3, 1, dev)
+    step, host = probe.layer_prefetch_step(mods, len(shapes), xs, dev)
+    assert probe.check_prefetch_step(mods, step, xs) < 2e-2
+    host[2].tensor[0, 7] += 4.0  # one weight of layer 2's host rows
+    assert probe.check_prefetch_step(mods, step, xs) > 0.1
+    for b in host:
+        b.free()
+
+
+def test_cpu_flow_writes_one_row_per_setting(tmp_path):
+    out = tmp_path / "chain.json"
+    probe.main(["--layers", "2", "--host-ratio", "0.5", "--settings", "1x1,2x4", "--out", str(out)])
+    rows = json.loads(out.read_text())["rows"]
+    assert [(r["streams"], r["chunks"]) for r in rows] == [(1, 1), (2, 4)]
+    assert all(r["chained"] == r["ops"] == 8 and r["host_bytes"] > 0 for r in rows)
