@@ -1,15 +1,19 @@
 """Fit the per-split-operator excesses of a hardware profile to measured end-to-end runs.
 
-For every dak-greedy / dak-uniform run at x > 0 in a `dak bench e2e` JSON, the placement is
-re-planned on the CPU with the profile's per-operator excesses set to zero, and
-(measured TPOT - predicted TPOT) is regressed on: the number of split linears read in place,
-the number going through the copy engine, and the host-KV link time of split attention.
-Prints the coefficients on all runs, then fitted on all models but one and checked on it.
+For every dak run at x > 0 (dak-greedy, dak-consolidated, dak-uniform) in `dak bench e2e` JSONs,
+the placement is re-planned on the CPU as the run planned it (with `--hardware`, which must be
+the profile the run used: the consolidated policy's choices depend on its overheads), and
+(measured TPOT - predicted TPOT without per-operator excesses) is regressed on: the number of
+split linears read in place, the number going through the copy engine, and the host-KV link
+time of split attention. Prints the coefficients on all runs, then fitted on all models but
+one and checked on it.
 
-    PYTHONPATH=src python3 benchmarks/fit_split_overheads.py --results benchmarks/results/e2e-h200.json
+    PYTHONPATH=src python3 benchmarks/fit_split_overheads.py --results a.json,b.json
 
-The `h200-pcie` preset's inplace_op_overhead_s, copy_op_overhead_s and attention_host_excess
-are this script's all-runs coefficients on e2e-h200.json (2026-12-01).
+History of the `h200-pcie` preset's inplace_op_overhead_s, copy_op_overhead_s and
+attention_host_excess: 5.3 us / 23.4 us / 0.9 from e2e-h200.json (greedy and uniform runs with
+four copy-engine chunks per operator, 2026-12-01 session 4); then refitted on the runs with one
+chunk (session 5, see hardware.py).
 """
 
 import argparse
@@ -26,6 +30,9 @@ from dak.planner.overhead import split_overhead
 FEATURES = ("inplace ops", "copy-engine ops", "host-KV link s")
 
 
+SYSTEMS = ("dak-greedy", "dak-consolidated", "dak-uniform")
+
+
 def samples(rows, profile):
     bare = dataclasses.replace(profile, inplace_op_overhead_s=0.0, copy_op_overhead_s=0.0,
                                attention_host_excess=0.0)
@@ -35,16 +42,18 @@ def samples(rows, profile):
     out, seen = [], set()
     for r in rows:
         key = (r["model"], r["batch"], r["x_req"], r["system"])
-        if r["system"] not in ("dak-greedy", "dak-uniform") or r.get("status") != "ok" or not r["x_req"] \
-                or key in seen:
+        if r["system"] not in SYSTEMS or r.get("status") != "ok" or not r["x_req"] or key in seen:
             continue
         seen.add(key)
         w = Workload("decode", r["batch"], r["prompt_len"], r["gen_len"], r["dtype"])
         spec = load_spec(r["model"])
-        pl = plan(spec, w, bare, hbm_budget=r["hbm_budget"], policy=r["system"].split("-")[1])
+        pl = plan(spec, w, profile, hbm_budget=r["hbm_budget"], policy=r["system"].split("-")[1])
+        if pl.host_bytes != r.get("host_bytes", pl.host_bytes):
+            print(f"note: {key} re-planned with {pl.host_bytes} host bytes, the run had {r['host_bytes']}")
         ops, host = list_operators(spec, w), [o.host_bytes for o in pl.ops]
         out.append({"model": r["model"], "system": r["system"], "x": r["x_req"], "measured": r["tpot_s"],
-                    "predicted": pl.predicted_s, "f": np.array([split_overhead(ops, host, w, u) for u in units])})
+                    "predicted": pl.predicted_s - split_overhead(ops, host, w, profile),
+                    "f": np.array([split_overhead(ops, host, w, u) for u in units])})
     return out
 
 
@@ -56,22 +65,24 @@ def fit(data):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--results", default="benchmarks/results/e2e-h200.json")
+    ap.add_argument("--results", default="benchmarks/results/e2e-h200.json", help="comma list of result JSONs")
     ap.add_argument("--hardware", default="h200-pcie")
     a = ap.parse_args(argv)
-    try:
-        with open(a.results) as fh:
-            rows = json.load(fh)["rows"]
-    except (OSError, ValueError, KeyError) as e:
-        raise SystemExit(f"cannot read `dak bench e2e` rows from {a.results!r}: {e}") from None
-    data = samples(rows, get_profile(a.hardware))
+    rows = []
+    for path in (p for p in a.results.split(",") if p):
+        try:
+            with open(path) as fh:
+                rows += json.load(fh)["rows"]
+        except (OSError, ValueError, KeyError) as e:
+            raise SystemExit(f"cannot read `dak bench e2e` rows from {path!r}: {e}") from None
+    data = samples(rows[::-1], get_profile(a.hardware))  # a case in several files: the last file's row
     if len(data) < len(FEATURES):
         raise SystemExit(f"{a.results}: only {len(data)} dak runs at x > 0; need at least {len(FEATURES)}")
     c = fit(data)
     print(f"{len(data)} runs: " + ", ".join(f"{n} {v:.4g}" for n, v in zip(FEATURES, c)))
     for held in sorted({d["model"] for d in data}):
         c = fit([d for d in data if d["model"] != held])
-        for sys_ in ("dak-greedy", "dak-uniform"):
+        for sys_ in SYSTEMS:
             q = [(d["predicted"] + c @ d["f"]) / d["measured"] for d in data
                  if d["model"] == held and d["system"] == sys_]
             if q:

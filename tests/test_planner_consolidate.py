@@ -12,6 +12,10 @@ from dak.models import Workload, load_spec
 from dak.planner import plan
 
 H200 = get_profile("h200-pcie")
+# the overheads fitted on the session-4 runs (four copy-engine chunks per operator): fixed here so
+# that the tests below do not move with the preset's refits
+H200_S4 = dataclasses.replace(H200, inplace_op_overhead_s=5.3e-6, copy_op_overhead_s=23.4e-6,
+                              attention_host_excess=0.9)
 W = Workload("decode", 8, 32, 32)
 
 
@@ -31,11 +35,11 @@ def test_never_predicted_slower_than_greedy_and_holds_the_host_share(model, x):
 
 
 def test_llama_at_ten_percent_keeps_attention_and_its_projections_in_hbm():
-    """With the H200's fitted overheads (copy-engine operators 23 us each, host KV ~1.9x its
+    """With large per-operator overheads (copy-engine operators 23 us each, host KV ~1.9x its
     link time) the host share goes to the MLP and the LM head, in fewer, larger parts."""
     spec = load_spec("llama-2-7b")
-    b = budget_for(spec, W, 0.10, H200)
-    g, c = plan(spec, W, H200, b, "greedy"), plan(spec, W, H200, b, "consolidated")
+    b = budget_for(spec, W, 0.10, H200_S4)
+    g, c = plan(spec, W, H200_S4, b, "greedy"), plan(spec, W, H200_S4, b, "consolidated")
     assert {"attention", "q_proj", "k_proj", "v_proj", "o_proj"} <= _kinds(g)
     assert not _kinds(c) & {"attention", "q_proj", "k_proj", "v_proj", "o_proj"}
     assert c.predicted_s < 0.9 * g.predicted_s and c.step_time_s > g.step_time_s  # the bound is greedy's
@@ -77,14 +81,14 @@ def test_opt_at_five_percent_finds_what_one_kind_at_a_time_misses():
     from dak.models import list_operators
     from dak.planner.consolidate import _descent, _place
     spec = load_spec("opt-6.7b")
-    b = budget_for(spec, W, 0.05, H200)
-    g, c = plan(spec, W, H200, b, "greedy"), plan(spec, W, H200, b, "consolidated")
+    b = budget_for(spec, W, 0.05, H200_S4)
+    g, c = plan(spec, W, H200_S4, b, "greedy"), plan(spec, W, H200_S4, b, "consolidated")
     assert not _kinds(c) & {"attention", "q_proj", "k_proj", "v_proj", "out_proj"} and "attention" in _kinds(g)
     assert c.predicted_s < 0.95 * g.predicted_s
     ops = list_operators(spec, W)
-    greedy = _place(ops, g.host_bytes, H200, W, frozenset())
+    greedy = _place(ops, g.host_bytes, H200_S4, W, frozenset())
     kinds = sorted({op.kind for op in ops})
-    assert _descent(ops, g.host_bytes, H200, W, kinds, greedy, 0.005) == greedy[1]
+    assert _descent(ops, g.host_bytes, H200_S4, W, kinds, greedy, 0.005) == greedy[1]
 
 
 @pytest.mark.parametrize("model", ["llama-3-8b", "opt-6.7b"])
