@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh L|K|J|I|G|H|F|A|B|C|D|E
+#   bash benchmarks/h200_next.sh L|M|K|J|I|G|H|F|A|B|C|D|E
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy has no .git).
 set -u
@@ -16,9 +16,16 @@ step() {  # step SECONDS COMMAND...: run with a time limit, log the tail, never 
     rm -f "$OUT/.step.log"
 }
 case "$1" in
-L)  # does the copy-ahead chain reach the link's rate? (OPT-30B is 3-5% slower than prefetch)
+L)  # new GPU tests; does the copy-ahead chain reach the link's rate?; KV copy-ahead end to end
+    step 120 python3 -m pytest -q -m gpu tests/test_copy_ahead_gpu.py \
+        tests/test_runtime_gpu.py::test_kv_ahead_graphs_equal_plain_graphs
     step 150 python3 benchmarks/probe_copy_chain.py --model opt-30b --out "$OUT/probe-copy-chain.json"
-    step 60 python3 -m pytest -q -m gpu tests/test_copy_ahead_gpu.py
+    step 60 python3 -m dak bench e2e --models llama-2-7b,llama-3-8b --batch 8 --ratios 5,10 \
+        --systems dak-consolidated --out "$OUT/e2e-kv-ahead-off.json"
+    step 60 python3 -m dak bench e2e --models llama-2-7b,llama-3-8b --batch 8 --ratios 5,10 \
+        --systems dak-consolidated --kv-ahead --out "$OUT/e2e-kv-ahead-on.json"
+    ;;
+M)  # two copy streams for the copy-ahead chain (OPT-30B is 3-5% slower than prefetch), prefetch beside
     for cs in 1 2; do
         export DAK_COPY_STREAMS=$cs
         step 110 python3 -m dak bench e2e --models opt-30b,opt-6.7b --batch 8 --ratios 5 \
@@ -103,6 +110,6 @@ D)  # issue 5: OPT-30B, first half of the ratios (then 10,20,40 with --append)
     step 560 python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 0,1,2,5 \
         --systems dak-consolidated,dak-uniform,prefetch,uva --out "$OUT/e2e-opt-30b.json"
     ;;
-*)  echo "usage: bash benchmarks/h200_next.sh L|K|J|I|G|H|F|A|B|C|D|E" >&2; exit 2 ;;
+*)  echo "usage: bash benchmarks/h200_next.sh L|M|K|J|I|G|H|F|A|B|C|D|E" >&2; exit 2 ;;
 esac
 tail -c 3000 "$log"

@@ -95,3 +95,21 @@ def test_kv_bucket_graphs_equal_one_graph(checkpoints, tmp_path, monkeypatch):
         assert all(cfg.ce_share > 0 for c in model.dak_kv.caches.values() for cfg in c.configs.values())
         model.dak_free()
     assert torch.equal(outs[0], outs[1]), f"first difference at {(outs[0] != outs[1]).nonzero()[:1].tolist()}"
+
+
+def test_kv_ahead_graphs_equal_plain_graphs(checkpoints, tmp_path, monkeypatch):
+    """Each layer's host KV copied during the layer before (dak.runtime.kv_ahead), captured with
+    4 length buckets: the same tokens over 200 steps as the plain copy-engine path."""
+    import dak.kernels.attention_config as ac
+    monkeypatch.setattr(ac, "CE_MIN_BYTES", 0)
+    monkeypatch.setenv("DAK_CACHE_DIR", str(tmp_path))
+    _, path = checkpoints["tiny-llama"]
+    ids = torch.randint(3, 900, (3, 5), device="cuda")
+    outs = []
+    for ahead in (False, True):
+        model = dak.offload(path, batch=3, max_len=205, host_ratio=1.0, dtype=torch.bfloat16, tune=False,
+                            kv_buckets=4, kv_ahead=ahead)
+        assert model.dak_engine.kv_ahead_layers == (model.config.num_hidden_layers if ahead else 0)
+        outs.append(model.generate(ids, max_new_tokens=200).clone())
+        model.dak_free()
+    assert torch.equal(outs[0], outs[1]), f"first difference at {(outs[0] != outs[1]).nonzero()[:1].tolist()}"

@@ -52,6 +52,7 @@ class E2EConfig:
     repeats: int = 2
     tune: bool = False
     kv_buckets: int = DEFAULT_KV_BUCKETS  # dak systems: decode graphs per cache-length bucket (Engine)
+    kv_ahead: bool = False             # dak systems: next layer's host K/V copied ahead (Engine)
     real_capacity: str | None = None   # a model placed from the GPU's real free HBM
     rc_batch: int = 32
     rc_prompt_len: int = 1024
@@ -212,7 +213,7 @@ def describe(cases: list[Case], cfg: E2EConfig) -> str:
     hdr = (f"{'model':<12}{'B':>5}{'x':>7}  {'system':<16}{'host':>11}{'HBM':>11}{'predicted':>11}"
            f"{'bound':>11}{'est.':>8}  note")
     lines = [f"dak bench e2e: {len(cases)} cases on {cfg.hardware}, prompt {cfg.prompt_len}, "
-             f"gen {cfg.gen_len}, {cfg.dtype}, repeats {cfg.repeats}, tune {cfg.tune}, kv buckets {cfg.kv_buckets}", hdr, "-" * len(hdr)]
+             f"gen {cfg.gen_len}, {cfg.dtype}, repeats {cfg.repeats}, tune {cfg.tune}, kv buckets {cfg.kv_buckets}, kv ahead {cfg.kv_ahead}", hdr, "-" * len(hdr)]
     total = 0.0
     for c in cases:
         est = estimate_s(c, cfg.repeats)

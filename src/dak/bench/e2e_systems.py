@@ -57,7 +57,7 @@ def build_dak(case: Case, cfg: E2EConfig) -> Built:
     w = case.workload
     kw = dict(hardware=cfg.hardware, batch=w.batch, prompt_len=w.prompt_len, gen_len=w.gen_len,
               dtype=DTYPES[cfg.dtype], seed=cfg.seed, tune=cfg.tune and torch.cuda.is_available(),
-              kv_buckets=cfg.kv_buckets)
+              kv_buckets=cfg.kv_buckets, kv_ahead=cfg.kv_ahead)
     if case.system == "all-hbm":
         model = dak.offload(case.model, host_ratio=0.0, **kw)
     else:

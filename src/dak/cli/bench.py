@@ -37,6 +37,8 @@ def add_parser(sub) -> None:
                    "heuristic configs, or ones already in the tuning cache)")
     e.add_argument("--kv-buckets", default=str(d.kv_buckets), help="dak systems: decode graphs, one per cache-length "
                    f"bucket, so host KV is copied only up to the bucket (default {d.kv_buckets}; 1: whole max_len)")
+    e.add_argument("--kv-ahead", action="store_true", help="dak systems: queue each layer's host K/V copy "
+                   "during the layer before (experimental)")
     e.add_argument("--real-capacity", default=None, metavar="MODEL",
                    help="also place MODEL from the GPU's real free HBM (e.g. llama-2-70b)")
     e.add_argument("--rc-batch", default=str(d.rc_batch), help=f"real-capacity batch (default {d.rc_batch})")
@@ -75,6 +77,7 @@ def config_from(args):
         ratios=tuple(_percent(r) for r in _list(args.ratios)), systems=_list(args.systems),
         hardware=args.hardware, dtype=args.dtype, seed=_int("--seed", args.seed),
         repeats=_int("--repeats", args.repeats), tune=args.tune, kv_buckets=_int("--kv-buckets", args.kv_buckets),
+        kv_ahead=args.kv_ahead,
         real_capacity=args.real_capacity,
         rc_batch=_int("--rc-batch", args.rc_batch), rc_prompt_len=_int("--rc-prompt-len", args.rc_prompt_len),
         rc_gen_len=_int("--rc-gen-len", args.rc_gen_len), rc_systems=_list(args.rc_systems),

@@ -38,6 +38,8 @@ def add_parser(sub) -> None:
     p.add_argument("--no-graphs", action="store_true", help="decode eagerly instead of replaying a CUDA graph")
     p.add_argument("--kv-buckets", default=str(DEFAULT_KV_BUCKETS), help="decode graphs, one per cache-length bucket, so "
                    f"host KV is copied only up to the bucket (default {DEFAULT_KV_BUCKETS}; 1: whole max_len)")
+    p.add_argument("--kv-ahead", action="store_true", help="queue each layer's host K/V copy during the "
+                   "layer before (experimental; two extra HBM slots of one layer's staged K/V)")
     p.add_argument("--baseline", default=None, help="run a baseline instead of dak at the same --host-ratio: "
                                                     "all-hbm | prefetch | uva | accelerate (see `dak bench e2e`)")
     p.set_defaults(func=run)
@@ -73,7 +75,7 @@ def run(args) -> int:
                         prompt_len=plen, gen_len=glen, policy=args.policy, host_ratio=ratio,
                         dtype=dtypes[args.dtype], seed=seed, tune=args.tune and gpu,
                         graphs=False if args.no_graphs else None,
-                        kv_buckets=_int("--kv-buckets", args.kv_buckets))
+                        kv_buckets=_int("--kv-buckets", args.kv_buckets), kv_ahead=args.kv_ahead)
     try:
         out = model.generate(ids, max_new_tokens=glen, do_sample=args.sample)
         print(report(model.dak_placement, model.dak_last, batch, model.dak_engine.graphs))

@@ -63,16 +63,46 @@ def _rows_2d(dst: torch.Tensor, src: torch.Tensor, rows: int) -> bool:
     return True
 
 
+def copy_kv_rows(k_dst: torch.Tensor, v_dst: torch.Tensor, k_src: torch.Tensor, v_src: torch.Tensor,
+                 rows: int | None, non_blocking: bool) -> None:
+    """Copy positions [0, rows) (all when None) of every request of (k_src, v_src) (n, H, S, D)
+    into (k_dst, v_dst) on the current stream: one 2-D memcpy each on a GPU with cuda-bindings."""
+    for st, host in ((k_dst, k_src), (v_dst, v_src)):
+        if rows is None:
+            st.copy_(host, non_blocking=non_blocking)
+        elif not non_blocking:  # interpreter: plain slices
+            st[:, :, :rows].copy_(host[:, :, :rows])
+        elif not _rows_2d(st, host, rows):  # no cuda-bindings: whole rows
+            st.copy_(host, non_blocking=True)
+
+
+def write_token(k_st: torch.Tensor, v_st: torch.Tensor, k_new: torch.Tensor, v_new: torch.Tensor,
+                lengths: torch.Tensor) -> None:
+    """Store each request's new key and value (n, H, D) at position lengths[b] - 1 of the staged
+    (n, H, S, D) tensors (capturable: no host reads)."""
+    n = k_st.shape[0]
+    idx = torch.arange(n, device=k_st.device)
+    pos = (lengths[:n] - 1).long()
+    k_st[idx, :, pos] = k_new[:n].to(k_st.dtype)
+    v_st[idx, :, pos] = v_new[:n].to(v_st.dtype)
+
+
 def split_attention_ce(q: torch.Tensor, k_host: torch.Tensor, v_host: torch.Tensor, k_hbm: torch.Tensor,
                        v_hbm: torch.Tensor, lengths: torch.Tensor, cfg: AttentionConfig, sms: int,
                        staging: tuple[torch.Tensor, torch.Tensor] | None = None, scale: float | None = None,
-                       out: torch.Tensor | None = None, validate: bool = True, rows: int | None = None) -> torch.Tensor:
+                       out: torch.Tensor | None = None, validate: bool = True, rows: int | None = None,
+                       ahead=None) -> torch.Tensor:
     """`split_attention` with host requests [0, n_ce) staged by the copy engine (see module doc).
 
     staging: HBM (k, v) tensors of shape (>= n_ce, Hkv, S, D) in the cache's dtype (e.g. a
     `SplitKVCache` built with staging_requests); required when cfg.ce_share > 0.
     rows: copy only positions [0, rows) of each staged request (default: all S); every length
     must then be <= rows (checked when validating; the caller's promise inside graph capture).
+    ahead: (landed event or None, k_slot, v_slot, k_new, v_new, release) from
+    dak.runtime.kv_ahead: the staged requests' copy was queued earlier into (k_slot, v_slot)
+    (n_ce, Hkv, S, D), before this step's token (k_new, v_new) was appended; that token is
+    written into the slot once the copy lands, then the requests are attended and
+    `release(stream)` is called with the stream that read the slot. `staging` is then ignored.
     """
     if validate and torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
         validate = False
@@ -85,6 +115,11 @@ def split_attention_ce(q: torch.Tensor, k_host: torch.Tensor, v_host: torch.Tens
                              "miss cached keys; pass rows >= every length (or None)")
         rows = None if rows == s else rows
     n_ce = ce_requests(cfg, min(bq, b_h))
+    if ahead is not None:
+        if ahead[1].shape[0] != n_ce:
+            raise ValueError(f"the copy-ahead slot holds {ahead[1].shape[0]} requests but this config stages "
+                             f"{n_ce}; link the KV copy-ahead again after changing attention configs")
+        staging = ahead[1:3]
     if n_ce == 0:
         return split_attention(q, k_host, v_host, k_hbm, v_hbm, lengths, cfg, scale, out, validate=False)
     if staging is None or any(t.dim() != 4 or t.shape[0] < n_ce or tuple(t.shape[1:]) != (hkv, s, d)
@@ -104,13 +139,7 @@ def split_attention_ce(q: torch.Tensor, k_host: torch.Tensor, v_host: torch.Tens
     k_st, v_st = staging
 
     def copy(lo, hi, non_blocking):
-        for st, host in ((k_st, k_host), (v_st, v_host)):
-            if rows is None:
-                st[lo:hi].copy_(host[lo:hi], non_blocking=non_blocking)
-            elif not non_blocking:  # interpreter: plain slices
-                st[lo:hi, :, :rows].copy_(host[lo:hi, :, :rows])
-            elif not _rows_2d(st[lo:hi], host[lo:hi], rows):  # no cuda-bindings: whole rows
-                st[lo:hi].copy_(host[lo:hi], non_blocking=True)
+        copy_kv_rows(k_st[lo:hi], v_st[lo:hi], k_host[lo:hi], v_host[lo:hi], rows, non_blocking)
 
     def attend(lo, hi):
         split_attention(q[lo:hi], none, none, k_st[lo:hi], v_st[lo:hi], lengths[lo:hi], chunk_cfg, scale,
@@ -121,6 +150,8 @@ def split_attention_ce(q: torch.Tensor, k_host: torch.Tensor, v_host: torch.Tens
             split_attention(q[n_ce:], k_host[n_ce:], v_host[n_ce:], k_hbm, v_hbm, lengths[n_ce:], rest_cfg,
                             scale, out[n_ce:], validate=False)
 
+    if ahead is not None:
+        return _attend_ahead(ahead, chunks, attend, attend_rest, lengths, q.device, out)
     if q.device.type != "cuda":  # interpreter: same steps, in order
         for lo, hi in chunks:
             copy(lo, hi, False)
@@ -144,5 +175,30 @@ def split_attention_ce(q: torch.Tensor, k_host: torch.Tensor, v_host: torch.Tens
             comp_s.wait_event(ev)
             attend(lo, hi)
     main.wait_stream(copy_s)
+    main.wait_stream(comp_s)
+    return out
+
+
+def _attend_ahead(ahead, chunks, attend, attend_rest, lengths, device, out):
+    """The staged requests with the copy already queued: wait for it, add this step's token,
+    attend them on the compute stream while the rest run on the main stream."""
+    landed, k_st, v_st, k_new, v_new, release = ahead
+    if device.type != "cuda":
+        write_token(k_st, v_st, k_new, v_new, lengths)
+        for lo, hi in chunks:
+            attend(lo, hi)
+        attend_rest()
+        release(None)
+        return out
+    comp_s, main = side_stream(device, "attention-compute"), torch.cuda.current_stream(device)
+    comp_s.wait_stream(main)  # q, k_new, v_new and the lengths are ready
+    attend_rest()
+    with torch.cuda.stream(comp_s):
+        if landed is not None:
+            comp_s.wait_event(landed)
+        write_token(k_st, v_st, k_new, v_new, lengths)
+        for lo, hi in chunks:
+            attend(lo, hi)
+        release(comp_s)
     main.wait_stream(comp_s)
     return out

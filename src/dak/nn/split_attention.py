@@ -74,12 +74,13 @@ def prepare_decode(cache: SplitKVCache, q_heads: int, batch: int | None = None, 
 
 def split_decode_attention(query: torch.Tensor, cache: SplitKVCache, layer: int,
                            lengths: torch.Tensor | None = None, scale: float | None = None,
-                           out: torch.Tensor | None = None) -> torch.Tensor:
+                           out: torch.Tensor | None = None, ahead=None) -> torch.Tensor:
     """softmax(scale * q K^T) V over each request's first lengths[b] cached tokens.
 
     query: (B, Hq, D) or SDPA's (B, Hq, 1, D), bf16/fp16 on the cache's device, B <= cache.batch;
     lengths: (>= B,) int32 on the device (default `cache.lengths`); scale: default 1/sqrt(D).
     Returns a tensor shaped like `query` (written into `out` when given, shaped like query).
+    ahead: the staged requests' copy queued earlier (dak.runtime.kv_ahead; see split_attention_ce).
     """
     from dak.kernels.split_attention_ce import split_attention_ce
     sdpa_shaped = query.dim() == 4
@@ -97,7 +98,7 @@ def split_decode_attention(query: torch.Tensor, cache: SplitKVCache, layer: int,
         cfg = prepare_decode(cache, hq, bq)
     lengths = cache.lengths if lengths is None else lengths
     y = split_attention_ce(query, *cache.parts(layer), lengths, cfg, sm_count(cache.device), cache.staging,
-                           scale=scale, out=out, rows=cache.copy_rows)
+                           scale=scale, out=out, rows=cache.copy_rows, ahead=ahead)
     return y.unsqueeze(2) if sdpa_shaped else y
 
 

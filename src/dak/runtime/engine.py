@@ -20,6 +20,7 @@ from dak.defaults import DEFAULT_KV_BUCKETS
 from dak.kernels.copy_ahead import copy_ahead_step, link_chain, record_chain
 from dak.kernels.streams import side_stream
 from dak.runtime.fused import fused
+from dak.runtime.kv_ahead import kv_ahead_step
 from dak.runtime.kv import DakKV
 
 
@@ -77,10 +78,12 @@ class Engine:
     kv_buckets > 1: one decode graph per cache-length bucket (sharing one memory pool), so that
     the attention's copy-engine path copies each host request's keys only up to the bucket's
     length instead of max_len; eager decoding then copies exactly the rows in use.
+    kv_ahead: the attention of each layer queues the copy of the next layer's staged host K/V
+    (dak.runtime.kv_ahead; two HBM slots of one layer's staged K/V); False unlinks `kv`.
     """
 
     def __init__(self, model, kv: DakKV, graphs: bool | None = None, prefill_tokens: int | None = None,
-                 kv_buckets: int = DEFAULT_KV_BUCKETS):
+                 kv_buckets: int = DEFAULT_KV_BUCKETS, kv_ahead: bool = False):
         if prefill_tokens is not None and (isinstance(prefill_tokens, bool) or not isinstance(prefill_tokens, int)
                                            or prefill_tokens < 1):
             raise ValueError(f"prefill_tokens must be a positive integer or None (sized from free HBM), "
@@ -98,6 +101,12 @@ class Engine:
         self.logits: torch.Tensor | None = None
         self._graphs: dict[Sampling, torch.cuda.CUDAGraph] = {}  # the full-length graph
         self.kv_caps = kv_bucket_caps(kv.max_len, kv_buckets)
+        if kv_ahead:  # stage the next layer's host K/V while this one runs (dak.runtime.kv_ahead)
+            from dak.models.spec import ModelSpec
+            from dak.runtime.kv_ahead import link
+            self.kv_ahead_layers = link(kv, ModelSpec.from_config(model.config.to_dict()).num_heads)
+        else:
+            kv.ahead, self.kv_ahead_layers = None, 0
         self._bucket_graphs: dict[Sampling, list] = {}  # (cap, graph), caps ascending
 
     def release_graphs(self) -> None:
@@ -112,7 +121,7 @@ class Engine:
     def _step(self, s: Sampling) -> None:
         self.kv.lengths += 1
         pos = (self.kv.lengths - 1).long().unsqueeze(1)
-        with copy_ahead_step(self.device):  # host-row copies queued one operator ahead
+        with copy_ahead_step(self.device), kv_ahead_step(self.kv):  # host copies queued ahead
             h = self._forward(self.tok.unsqueeze(1), pos)
             logits = self.model.lm_head(h)[:, 0].float()
         if self.logits is None:

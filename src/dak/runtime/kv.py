@@ -43,6 +43,7 @@ class DakKV:
                 local[layer] = i
         self.where = [(self.caches[int(b_h)], local[layer]) for layer, b_h in enumerate(host_requests)]
         self.lengths = torch.zeros(batch, dtype=torch.int32, device=device)
+        self.ahead: dict | None = None  # layer -> dak.runtime.kv_ahead.Link, when linked
         self.prompt_lengths: torch.Tensor | None = None  # of the requests being prefilled
         self.prefill_first = 0  # the first request being prefilled (prefill runs in request chunks)
 
@@ -69,13 +70,14 @@ class DakKV:
     def free(self) -> None:
         for cache in self.caches.values():
             cache.free()
-        self.caches, self.where = {}, []
+        self.caches, self.where, self.ahead = {}, [], None
 
 
 def dak_attention(module, query, key, value, attention_mask=None, scaling=None, dropout=0.0,
                   dak_kv: DakKV | None = None, **kwargs):
     """AttentionInterface function: returns (attn_output (B, L, Hq, D), None)."""
     from dak.nn.split_attention import prefill_attention, split_decode_attention
+    from dak.runtime import kv_ahead
     if dak_kv is None:
         raise ValueError("the 'dak' attention needs dak_kv=<DakKV> in the model call; run the model "
                          "through dak.runtime.Engine")
@@ -83,8 +85,12 @@ def dak_attention(module, query, key, value, attention_mask=None, scaling=None, 
         raise ValueError("dak attention is inference-only; dropout must be 0")
     cache, layer = dak_kv.where[module.layer_idx]
     if query.shape[2] == 1:
-        cache.append(layer, key[:, :, 0], value[:, :, 0], lengths=dak_kv.lengths, validate=False)
-        out = split_decode_attention(query.contiguous(), cache, layer, lengths=dak_kv.lengths, scale=scaling)
+        k_new, v_new = key[:, :, 0], value[:, :, 0]
+        cache.append(layer, k_new, v_new, lengths=dak_kv.lengths, validate=False)
+        step = kv_ahead.current(dak_kv, module.layer_idx)
+        ahead = None if step is None else step.attention_args(module.layer_idx, k_new, v_new)
+        out = split_decode_attention(query.contiguous(), cache, layer, lengths=dak_kv.lengths, scale=scaling,
+                                     ahead=ahead)
     else:
         out = prefill_attention(query, key.contiguous(), value.contiguous(), cache, layer,
                                 dak_kv.prompt_lengths, scale=scaling, first=dak_kv.prefill_first)

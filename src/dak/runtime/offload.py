@@ -94,8 +94,9 @@ def staging_bytes_for(placement) -> int:
     return 2 * decode + max((op.host_bytes for op in parts), default=0)
 
 
-def check_memory(placement, kv_host_bytes: int, device: torch.device) -> None:
-    """Refuse, before anything is pinned or allocated, a plan this machine cannot hold."""
+def check_memory(placement, kv_host_bytes: int, device: torch.device, kv_staging_bytes: int = 0) -> None:
+    """Refuse, before anything is pinned or allocated, a plan this machine cannot hold.
+    kv_staging_bytes: HBM the attention's copy-engine path stages (not in the plan either)."""
     need_host = placement.host_bytes + kv_host_bytes
     avail = _host_available()
     if avail is not None and need_host > avail:
@@ -103,7 +104,7 @@ def check_memory(placement, kv_host_bytes: int, device: torch.device) -> None:
                          f"{format_bytes(avail)} is available; raise hbm_budget or lower batch/max_len")
     if device.type == "cuda":
         free, _ = torch.cuda.mem_get_info(device)
-        staging = staging_bytes_for(placement)
+        staging = staging_bytes_for(placement) + kv_staging_bytes
         if placement.hbm_bytes + staging > free:
             raise ValueError(f"the plan keeps {format_bytes(placement.hbm_bytes)} in HBM, and copy-engine "
                              f"staging needs {format_bytes(staging)} more, but only {format_bytes(free)} is "
@@ -114,7 +115,7 @@ def offload(model: str | nn.Module, *, hbm_budget=None, hardware: str | Hardware
             batch: int = 1, max_len: int | None = None, prompt_len: int | None = None,
             gen_len: int | None = None, policy: str = DEFAULT_POLICY, host_ratio: float | None = None,
             dtype: torch.dtype = torch.bfloat16, seed: int = 0, tune: bool = True,
-            graphs: bool | None = None, kv_buckets: int = DEFAULT_KV_BUCKETS) -> nn.Module:
+            graphs: bool | None = None, kv_buckets: int = DEFAULT_KV_BUCKETS, kv_ahead: bool = False) -> nn.Module:
     """Offload `model` (built-in name, local checkpoint folder, or an HF model) for one GPU."""
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be torch.bfloat16 or torch.float16, got {dtype}")
@@ -132,8 +133,8 @@ def offload(model: str | nn.Module, *, hbm_budget=None, hardware: str | Hardware
     check_head_dim(spec)
     placement = placement_for(spec, w, profile, hbm_budget, policy, host_ratio)
     model, kv = build_model(cfg, placement, dtype=dtype, seed=seed, tune=tune, folder=folder,
-                            module=model if isinstance(model, nn.Module) else None, name=name)
-    engine = Engine(model, kv, graphs, kv_buckets=kv_buckets)
+                            module=model if isinstance(model, nn.Module) else None, name=name, kv_ahead=kv_ahead)
+    engine = Engine(model, kv, graphs, kv_buckets=kv_buckets, kv_ahead=kv_ahead)
     model.dak_placement, model.dak_kv, model.dak_engine = placement, kv, engine
     model.generate = types.MethodType(_generate, model)
     model.dak_free = types.MethodType(_free, model)
@@ -148,7 +149,8 @@ def check_head_dim(spec: ModelSpec) -> None:
 
 
 def build_model(cfg: dict, placement, *, dtype: torch.dtype, seed: int = 0, tune: bool = True,
-                folder: str | None = None, module: nn.Module | None = None, name: str = "custom"):
+                folder: str | None = None, module: nn.Module | None = None, name: str = "custom",
+                kv_ahead: bool = False):
     """(model, DakKV): the HF model of `cfg` built into `placement`'s homes.
 
     Weights come from `folder` (safetensors), from `module` (an HF model, copied into the
@@ -166,7 +168,10 @@ def build_model(cfg: dict, placement, *, dtype: torch.dtype, seed: int = 0, tune
     device = kernel_device()
     host_req = [op.host_requests or 0 for op in placement.ops if op.kind == "attention"]
     per_request = spec.kv_elements_per_token() * max_len * torch.empty((), dtype=dtype).element_size()
-    check_memory(placement, sum(host_req) * per_request, device)
+    # staging: one layer of each distinct host-request count (DakKV), and with kv_ahead two slots
+    layer_request = 2 * spec.num_kv_heads * spec.head_dim * max_len * torch.empty((), dtype=dtype).element_size()
+    kv_staging = layer_request * (sum(set(host_req)) + (2 * max(host_req, default=0) if kv_ahead else 0))
+    check_memory(placement, sum(host_req) * per_request, device, kv_staging if device.type == "cuda" else 0)
     model = module.to(dtype) if module is not None else skeleton(hf_config(cfg), dtype)
     host_requests = place(model, placement, device, tune)
     if folder is not None:

@@ -1,0 +1,96 @@
+"""KV copy-ahead on the CPU: the staged requests' slot is filled before the layer appends this
+step's token, so the attention must write that token into the slot itself (dak.runtime.kv_ahead)."""
+
+import os
+
+import pytest
+import torch
+
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+from attention_oracle import TOL, reference_attention, rel_err  # noqa: E402
+from dak.kernels.attention_config import AttentionConfig, finalize, heuristic_config  # noqa: E402
+from dak.kernels.split_attention_ce import split_attention_ce, write_token  # noqa: E402
+from dak.runtime_env import kernel_device  # noqa: E402
+
+DEV = kernel_device()
+
+
+@pytest.mark.parametrize("dtype,chunks", [(torch.bfloat16, 1), (torch.float16, 2)])
+def test_staged_slot_gets_this_steps_token_before_attention(dtype, chunks):
+    g = torch.Generator().manual_seed(11)
+    batch, b_h, hq, hkv, s, d = 5, 3, 4, 2, 40, 16
+    lengths = torch.tensor([40, 1, 17, 33, 9], dtype=torch.int32)
+    k = torch.randn(batch, hkv, s, d, generator=g).to(dtype)
+    v = torch.randn(batch, hkv, s, d, generator=g).to(dtype)
+    q = torch.randn(batch, hq, d, generator=g).to(dtype)
+    pos = (lengths - 1).long()
+    k_new, v_new = k[torch.arange(batch), :, pos].clone(), v[torch.arange(batch), :, pos].clone()
+    cfg = finalize(AttentionConfig(**{**heuristic_config(b_h, batch - b_h, hkv, hq // hkv, s, d, 4).to_dict(),
+                                      "ce_share": 1.0, "ce_chunks": chunks}), b_h, batch - b_h, hkv, s, 4)
+    # the slot as copy-ahead leaves it: the host K/V copied before this step's token was appended
+    k_slot, v_slot = k[:b_h].clone().to(DEV), v[:b_h].clone().to(DEV)
+    k_slot[torch.arange(b_h), :, pos[:b_h]] = 0.0
+    v_slot[torch.arange(b_h), :, pos[:b_h]] = 0.0
+    released = []
+    out = torch.full((batch, hq, d), float("nan"), dtype=dtype, device=DEV)
+    empty = torch.empty((0, hkv, s, d), dtype=dtype)
+    res = split_attention_ce(q.to(DEV), k[:b_h], v[:b_h], k[b_h:].to(DEV), v[b_h:].to(DEV), lengths.to(DEV), cfg, 4,
+                             out=out, ahead=(None, k_slot, v_slot, k_new.to(DEV), v_new.to(DEV), released.append))
+    assert res is out and released == [None] and not out.isnan().any()
+    assert rel_err(out.cpu(), reference_attention(q, k, v, lengths)) < TOL[dtype]
+    with pytest.raises(ValueError, match="copy-ahead slot holds 2 requests"):
+        split_attention_ce(q.to(DEV), k[:b_h], v[:b_h], k[b_h:].to(DEV), v[b_h:].to(DEV), lengths.to(DEV), cfg, 4,
+                           ahead=(None, k_slot[:2], v_slot[:2], k_new.to(DEV), v_new.to(DEV), released.append))
+    assert empty.numel() == 0
+
+
+def test_write_token_puts_each_request_at_its_last_position():
+    k_st, v_st = torch.zeros(3, 2, 6, 4), torch.zeros(3, 2, 6, 4)
+    k_new, v_new = torch.randn(3, 2, 4), torch.randn(3, 2, 4)
+    write_token(k_st, v_st, k_new, v_new, torch.tensor([6, 1, 3], dtype=torch.int32))
+    for b, p in enumerate([5, 0, 2]):
+        assert torch.equal(k_st[b, :, p], k_new[b]) and torch.equal(v_st[b, :, p], v_new[b])
+        assert k_st[b].count_nonzero() == k_new[b].count_nonzero()  # nothing else written
+
+
+def _staged(model, batch):
+    """Force every layer's decode attention to stage its host requests (the GPU's CE path)."""
+    import dataclasses
+    kv = model.dak_kv
+    heads = model.config.num_attention_heads
+    for cache in kv.caches.values():
+        cfg = cache.configs[(batch, heads)]
+        cache.configs[(batch, heads)] = dataclasses.replace(cfg, ce_share=1.0, ce_chunks=1)
+
+
+def test_engine_with_kv_ahead_gives_the_in_place_tokens_and_needs_the_token_write(monkeypatch):
+    import dak
+    from dak.kernels import split_attention_ce as ce
+    from dak.runtime.engine import Engine
+    batch, prompt, new = 2, 5, 5
+    kw = dict(batch=batch, prompt_len=prompt, gen_len=new, host_ratio=1.0, dtype=torch.float16, tune=False,
+              kv_buckets=1)
+    plain = dak.offload("tiny-llama", **kw)
+    ids = torch.randint(3, plain.config.vocab_size, (batch, prompt), generator=torch.Generator().manual_seed(2))
+    want = plain.generate(ids, max_new_tokens=new)
+    want_logits = plain.dak_engine.logits.clone()
+    plain.dak_free()
+
+    model = dak.offload("tiny-llama", **kw)
+    _staged(model, batch)
+    engine = Engine(model, model.dak_kv, graphs=False, kv_buckets=1, kv_ahead=True)
+    layers = model.config.num_hidden_layers
+    assert engine.kv_ahead_layers == layers == 3
+    assert [(a.slot, a.next) for a in (model.dak_kv.ahead[i] for i in range(layers))] == [(0, 1), (1, 2), (0, None)]
+    with monkeypatch.context() as m:  # first, on a fresh cache: without the token write, layers
+        m.setattr(ce, "write_token", lambda *a: None)  # 2 and 3 attend a zero key at the new position
+        engine.generate(ids.to(engine.device), max_new_tokens=new)
+        assert not torch.allclose(engine.logits.cpu(), want_logits.cpu(), atol=2e-2, rtol=2e-2)
+    got = engine.generate(ids.to(engine.device), max_new_tokens=new)
+    assert torch.equal(got.tokens.cpu(), want[:, prompt:].cpu())  # model.generate returns the prompt too
+    assert torch.allclose(engine.logits.cpu(), want_logits.cpu(), atol=2e-2, rtol=2e-2)
+    Engine(model, model.dak_kv, graphs=False, kv_buckets=1)  # without kv_ahead: unlinked
+    assert model.dak_kv.ahead is None
+    model.dak_free()
