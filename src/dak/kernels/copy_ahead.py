@@ -154,15 +154,21 @@ def current_step(mod, n_tokens: int, cfg) -> Step | None:
 
 
 @contextlib.contextmanager
+def active(var: contextvars.ContextVar, step):
+    """Make `step` (anything with close()) the one `var` holds for the block; close it after."""
+    token = var.set(step)
+    try:
+        yield step
+    finally:
+        var.reset(token)
+        step.close()
+
+
+@contextlib.contextmanager
 def copy_ahead_step(device: torch.device):
     """Run one decode step with chained copies (a no-op off the GPU)."""
     if device.type != "cuda":
         yield None
         return
-    step = Step(device)
-    token = _STEP.set(step)
-    try:
+    with active(_STEP, Step(device)) as step:
         yield step
-    finally:
-        _STEP.reset(token)
-        step.close()

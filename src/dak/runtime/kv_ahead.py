@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import torch
 
 from dak.kernels.buffers import shared_buffer
+from dak.kernels.copy_ahead import active
 from dak.kernels.split_attention_ce import ce_requests, copy_kv_rows
 from dak.kernels.streams import side_stream
 
@@ -144,10 +145,5 @@ def kv_ahead_step(kv):
     if not getattr(kv, "ahead", None):
         yield None
         return
-    step = Step(kv)
-    token = _STEP.set(step)
-    try:
+    with active(_STEP, Step(kv)) as step:
         yield step
-    finally:
-        _STEP.reset(token)
-        step.close()
