@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh L|M|K|J|I|G|H|F|A|B|C|D|E
+#   bash benchmarks/h200_next.sh L|M|N|K|J|I|G|H|F|A|B|C|D|E
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy has no .git).
 set -u
@@ -24,6 +24,9 @@ L)  # new GPU tests; does the copy-ahead chain reach the link's rate?; KV copy-a
         --systems dak-consolidated --out "$OUT/e2e-kv-ahead-off.json"
     step 60 python3 -m dak bench e2e --models llama-2-7b,llama-3-8b --batch 8 --ratios 5,10 \
         --systems dak-consolidated --kv-ahead --out "$OUT/e2e-kv-ahead-on.json"
+    ;;
+N)  # the 70B real-capacity case on this session's defaults (last run: greedy, 4 chunks, 1.23 x bound)
+    step 560 python3 -m dak bench e2e --real-capacity llama-2-70b --out "$OUT/e2e-llama-2-70b-rc.json"
     ;;
 M)  # two copy streams for the copy-ahead chain (OPT-30B is 3-5% slower than prefetch), prefetch beside
     for cs in 1 2; do
@@ -110,6 +113,6 @@ D)  # issue 5: OPT-30B, first half of the ratios (then 10,20,40 with --append)
     step 560 python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 0,1,2,5 \
         --systems dak-consolidated,dak-uniform,prefetch,uva --out "$OUT/e2e-opt-30b.json"
     ;;
-*)  echo "usage: bash benchmarks/h200_next.sh L|M|K|J|I|G|H|F|A|B|C|D|E" >&2; exit 2 ;;
+*)  echo "usage: bash benchmarks/h200_next.sh L|M|N|K|J|I|G|H|F|A|B|C|D|E" >&2; exit 2 ;;
 esac
 tail -c 3000 "$log"
