@@ -19,7 +19,7 @@ case "$1" in
 L)  # new GPU tests; does the copy-ahead chain reach the link's rate?; KV copy-ahead end to end
     step 120 python3 -m pytest -q -m gpu tests/test_copy_ahead_gpu.py \
         tests/test_runtime_gpu.py::test_kv_ahead_graphs_equal_plain_graphs
-    step 150 python3 benchmarks/probe_copy_chain.py --model opt-30b --out "$OUT/probe-copy-chain.json"
+    step 200 python3 benchmarks/probe_copy_chain.py --model opt-30b --out "$OUT/probe-copy-chain.json"
     step 60 python3 -m dak bench e2e --models llama-2-7b,llama-3-8b --batch 8 --ratios 5,10 \
         --systems dak-consolidated --out "$OUT/e2e-kv-ahead-off.json"
     step 60 python3 -m dak bench e2e --models llama-2-7b,llama-3-8b --batch 8 --ratios 5,10 \
@@ -28,15 +28,16 @@ L)  # new GPU tests; does the copy-ahead chain reach the link's rate?; KV copy-a
 N)  # the 70B real-capacity case on this session's defaults (last run: greedy, 4 chunks, 1.23 x bound)
     step 560 python3 -m dak bench e2e --real-capacity llama-2-70b --out "$OUT/e2e-llama-2-70b-rc.json"
     ;;
-M)  # two copy streams for the copy-ahead chain (OPT-30B is 3-5% slower than prefetch), prefetch beside
-    for cs in 1 2; do
-        export DAK_COPY_STREAMS=$cs
-        step 110 python3 -m dak bench e2e --models opt-30b,opt-6.7b --batch 8 --ratios 5 \
-            --systems dak-consolidated --out "$OUT/e2e-copy-streams-$cs.json"
+M)  # copy-ahead chain variants end to end (OPT-30B is 3-5% slower than prefetch), prefetch beside
+    for v in "1 2" "2 2" "1 4" "1 6"; do  # copy streams, staging slots
+        set -- $v
+        export DAK_COPY_STREAMS=$1 DAK_COPY_SLOTS=$2
+        step 100 python3 -m dak bench e2e --models opt-30b,opt-6.7b --batch 8 --ratios 5 \
+            --systems dak-consolidated --out "$OUT/e2e-chain-streams$1-slots$2.json"
     done
-    unset DAK_COPY_STREAMS
+    unset DAK_COPY_STREAMS DAK_COPY_SLOTS
     step 100 python3 -m dak bench e2e --models opt-30b,opt-6.7b --batch 8 --ratios 5 --systems prefetch \
-        --out "$OUT/e2e-copy-streams-prefetch.json"
+        --out "$OUT/e2e-chain-prefetch.json"
     ;;
 K)  # (not run: session 5 ran out of device time) OPT-30B 20% and Llama-3-8B 5/10% on the current defaults
     step 90 python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 20 \

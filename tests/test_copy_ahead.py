@@ -47,3 +47,26 @@ def test_record_and_link_chain_in_call_order():
         assert step is None, "off the GPU a step is a no-op"
     copy_ahead.unlink(mods)
     assert all(m._ahead is None for m in mods)
+
+
+def test_more_slots_from_the_environment(monkeypatch):
+    """$DAK_COPY_SLOTS=k: operator i of the chain uses slot i % k (copies run up to k - 1
+    operators ahead); bad values are refused."""
+    import pytest
+    from dak.shares import copy_slot_count
+    mods = [m for m in _mods() if m.host_rows]
+    x = torch.randn(3, 32).to(torch.bfloat16)
+    for m in mods:
+        m._configs[token_bucket(3)] = KernelConfig(block_m=16, block_n=16, block_k=32, ce_share=1.0,
+                                                   ce_chunks=1, host_programs=2, hbm_programs=2)
+    with copy_ahead.record_chain() as rec:
+        for m in mods:
+            m(x)
+    monkeypatch.setenv("DAK_COPY_SLOTS", "3")
+    assert copy_ahead.link_chain(rec, 3) == 4
+    assert [m._ahead.slot for m in rec] == [0, 1, 2, 0]
+    copy_ahead.unlink(mods)
+    for bad in ("1", "9", "two"):
+        monkeypatch.setenv("DAK_COPY_SLOTS", bad)
+        with pytest.raises(ValueError, match="DAK_COPY_SLOTS"):
+            copy_slot_count()

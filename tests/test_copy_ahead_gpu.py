@@ -12,9 +12,10 @@ from dak.nn import SplitLinear
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")]
 
 
-@pytest.mark.parametrize("streams", ["1", "2"])
-def test_chained_step_under_graph_capture_matches_unchained(streams, monkeypatch):
-    monkeypatch.setenv("DAK_COPY_STREAMS", streams)  # 2: one copy stream per slot
+@pytest.mark.parametrize("streams,slots", [("1", "2"), ("2", "2"), ("1", "4"), ("2", "3")])
+def test_chained_step_under_graph_capture_matches_unchained(streams, slots, monkeypatch):
+    monkeypatch.setenv("DAK_COPY_STREAMS", streams)  # 2: alternate two copy streams
+    monkeypatch.setenv("DAK_COPY_SLOTS", slots)
     torch.manual_seed(5)
     dtype, n, dims = torch.bfloat16, 8, [512, 1400, 700, 512, 2100, 512]  # odd sizes, layer-like chain
     mods = []
@@ -53,11 +54,12 @@ def test_chained_step_under_graph_capture_matches_unchained(streams, monkeypatch
     copy_ahead.unlink(mods)
 
 
-@pytest.mark.parametrize("streams", ["1", "2"])
-def test_operator_called_twice_in_a_step_copies_again(streams, monkeypatch):
+@pytest.mark.parametrize("streams,slots", [("1", "2"), ("2", "3")])
+def test_operator_called_twice_in_a_step_copies_again(streams, slots, monkeypatch):
     """A chained operator called again later in the step (its slot since reused by the operator
     two places on) must not read another operator's rows."""
     monkeypatch.setenv("DAK_COPY_STREAMS", streams)
+    monkeypatch.setenv("DAK_COPY_SLOTS", slots)
     torch.manual_seed(6)
     dtype, n = torch.bfloat16, 8
     mods = [SplitLinear(torch.randn(512, 512, device="cuda").to(dtype) / 23, host_ratio=0.5, row_tile=16,

@@ -54,3 +54,13 @@ def copy_stream_count() -> int:
     if raw not in ("1", "2"):
         raise ValueError(f"DAK_COPY_STREAMS must be 1 or 2, got {raw!r}")
     return int(raw)
+
+
+def copy_slot_count() -> int:
+    """Staging slots of the copy-ahead chain: 2, or $DAK_COPY_SLOTS (2 to 8) for experiments.
+    Operator i's copy waits for operator i - slots to release its slot, so more slots let the
+    copies run further ahead of the compute stream (HBM: one slot per operator's host part)."""
+    raw = os.environ.get("DAK_COPY_SLOTS", "2")
+    if not raw.isdigit() or not 2 <= int(raw) <= 8:
+        raise ValueError(f"DAK_COPY_SLOTS must be an integer in [2, 8], got {raw!r}")
+    return int(raw)

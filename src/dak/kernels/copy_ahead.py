@@ -9,8 +9,10 @@ operator i+1's host rows is already queued behind its own on the copy stream, in
 of two staging slots. A slot is rewritten only after the GEMMs that read it are done (an event
 recorded on the compute stream), so two slots are enough and HBM holds at most two operators'
 host rows. Every host byte still crosses the link once, and all ordering is by CUDA events, so
-the step captures into one CUDA graph. With $DAK_COPY_STREAMS=2 (an experiment, default 1) each
-slot has its own copy stream, so the next operator's copy starts while this one's is in flight.
+the step captures into one CUDA graph. Experiments: $DAK_COPY_STREAMS=2 alternates two copy
+streams, so the next operator's copy starts while this one's is in flight; $DAK_COPY_SLOTS=k
+(default 2) uses k slots, so operator i's copy waits only for operator i - k's GEMMs (the
+prefetch baseline, one layer ahead in two layer-sized buffers, has a whole layer of slack).
 
     with record_chain() as order:   # an eager warm-up step: which operators use the copy engine
         step()
@@ -29,7 +31,7 @@ import torch
 
 from dak.kernels.buffers import shared_buffer
 from dak.kernels.streams import side_stream
-from dak.shares import copy_stream_count
+from dak.shares import copy_slot_count, copy_stream_count
 
 _STEP: contextvars.ContextVar = contextvars.ContextVar("dak_copy_ahead_step", default=None)
 _RECORD: contextvars.ContextVar = contextvars.ContextVar("dak_copy_ahead_record", default=None)
@@ -80,10 +82,11 @@ def slot(device: torch.device, dtype: torch.dtype, index: int, numel: int) -> to
 
 def link_chain(order: list, n_tokens: int) -> int:
     """Chain `order` (SplitLinears, in call order) for decode steps of `n_tokens` tokens and size
-    the two staging slots. Operators not in `order` are unchained. Returns the chain length."""
+    the staging slots (two, or $DAK_COPY_SLOTS). Operators not in `order` are unchained.
+    Returns the chain length."""
     from dak.kernels.split_linear_ce import ce_plan
     from dak.kernels.tuning import token_bucket
-    chain = []
+    chain, slots = [], copy_slot_count()
     for mod in order:
         mod._ahead = None
         cfg = mod._configs.get(token_bucket(n_tokens))
@@ -93,8 +96,8 @@ def link_chain(order: list, n_tokens: int) -> int:
         if plan.m_ce:
             chain.append((mod, cfg, plan))
     for i, (mod, cfg, plan) in enumerate(chain):
-        mod._ahead = AheadSpec(n_tokens, cfg, plan, i % 2, chain[i + 1][0] if i + 1 < len(chain) else None)
-        slot(mod.w_hbm.device, mod.dtype, i % 2, plan.m_ce * mod.w_host.stride(0))
+        mod._ahead = AheadSpec(n_tokens, cfg, plan, i % slots, chain[i + 1][0] if i + 1 < len(chain) else None)
+        slot(mod.w_hbm.device, mod.dtype, i % slots, plan.m_ce * mod.w_host.stride(0))
     return len(chain)
 
 
