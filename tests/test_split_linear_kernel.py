@@ -144,3 +144,12 @@ def test_copy_engine_chunks_and_copy_streams_from_the_environment(monkeypatch):
     monkeypatch.setenv("DAK_COPY_STREAMS", "3")
     with pytest.raises(ValueError, match="DAK_COPY_STREAMS"):
         copy_stream_count()
+
+
+def test_large_n_keeps_pipelined_chunks():
+    """One chunk per operator is for decode (copy-ahead overlaps operators); large N stages its
+    host rows in chunks so cuBLAS multiplies one while the next is copied."""
+    from dak.kernels.config import LARGE_N_CE_CHUNKS, heuristic_config
+    big = heuristic_config(512, 640, 3456, 512, 132, False)
+    assert big.ce_share == 1.0 and big.hbm_cublas and big.ce_chunks == LARGE_N_CE_CHUNKS > 1
+    assert heuristic_config(8, 640, 3456, 512, 132, False).ce_chunks == 1

@@ -138,6 +138,11 @@ def finalize(cfg: KernelConfig, m_host: int, m_hbm: int, sms: int, hbm_occupancy
     return replace(cfg, host_programs=host, hbm_programs=hbm, host_split_k=split, num_stages=stages)
 
 
+# Large N (prefill, large batch): staged chunks let cuBLAS multiply one chunk while the next is
+# copied, which pays off when the GEMM on the host rows is long (linear-large-n-h200.json).
+LARGE_N_CE_CHUNKS = 4
+
+
 def heuristic_config(n_tokens: int, m_host: int, m_hbm: int, k: int, sms: int, tma_ok: bool) -> KernelConfig:
     """A sensible untuned configuration (the starting point of the sweep)."""
     block_n = block_n_for(n_tokens)
@@ -164,7 +169,7 @@ def heuristic_config(n_tokens: int, m_host: int, m_hbm: int, k: int, sms: int, t
         host_tma=False,
         hbm_tma=False,
         ce_share=1.0 if many or m_host > ce_min_share() * m_total else 0.0,
-        ce_chunks=ce_chunks_default(),
+        ce_chunks=LARGE_N_CE_CHUNKS if many else ce_chunks_default(),
         hbm_cublas=many,
         host_kernel="triton_once" if n_tokens > block_n else "triton",
     )
