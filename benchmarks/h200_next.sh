@@ -39,11 +39,18 @@ M)  # copy-ahead chain variants end to end (OPT-30B is 3-5% slower than prefetch
     step 100 python3 -m dak bench e2e --models opt-30b,opt-6.7b --batch 8 --ratios 5 --systems prefetch \
         --out "$OUT/e2e-chain-prefetch.json"
     ;;
-K)  # (not run: session 5 ran out of device time) OPT-30B 20% and Llama-3-8B 5/10% on the current defaults
+K)  # OPT-30B 20% and Llama-3-8B 5/10% on the current defaults; the copy-engine threshold at 1% vs 2%
     step 90 python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 20 \
         --systems dak-consolidated,prefetch --out "$OUT/e2e-opt-30b-20.json"
     step 40 python3 -m dak bench e2e --models llama-3-8b --batch 8 --ratios 5,10 \
         --systems dak-consolidated --out "$OUT/e2e-llama-3-8b-consolidated.json"
+    # OPT-6.7B at 2% reads every host part in place (shares just under 2%): the copy engine instead?
+    export DAK_CE_MIN_SHARE=0.01
+    step 60 python3 -m dak bench e2e --models opt-6.7b,llama-2-7b --batch 8 --ratios 2 \
+        --systems dak-consolidated --out "$OUT/e2e-ce-min-share-1pct.json"
+    unset DAK_CE_MIN_SHARE
+    step 60 python3 -m dak bench e2e --models opt-6.7b,llama-2-7b --batch 8 --ratios 2 \
+        --systems dak-consolidated,prefetch --out "$OUT/e2e-ce-min-share-2pct.json"
     ;;
 J)  # (run 2026-12-01, session 5) the defaults after call I (1 copy-engine chunk per operator) against prefetch in one call
     step 150 python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 5,10 \
