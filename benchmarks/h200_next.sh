@@ -29,14 +29,14 @@ N)  # the 70B real-capacity case on this session's defaults (last run: greedy, 4
     step 560 python3 -m dak bench e2e --real-capacity llama-2-70b --out "$OUT/e2e-llama-2-70b-rc.json"
     ;;
 M)  # copy-ahead chain variants end to end (OPT-30B is 3-5% slower than prefetch), prefetch beside
-    for v in "1 2" "2 2" "1 4" "1 6"; do  # copy streams, staging slots
+    for v in "1 2 0" "2 2 0" "1 4 0" "1 2 64" "1 4 64"; do  # copy streams, staging slots, group MiB
         set -- $v
-        export DAK_COPY_STREAMS=$1 DAK_COPY_SLOTS=$2
-        step 100 python3 -m dak bench e2e --models opt-30b,opt-6.7b --batch 8 --ratios 5 \
-            --systems dak-consolidated --out "$OUT/e2e-chain-streams$1-slots$2.json"
+        export DAK_COPY_STREAMS=$1 DAK_COPY_SLOTS=$2 DAK_COPY_GROUP_MIB=$3
+        step 90 python3 -m dak bench e2e --models opt-30b,opt-6.7b --batch 8 --ratios 5 \
+            --systems dak-consolidated --out "$OUT/e2e-chain-$1-$2-$3.json"
     done
-    unset DAK_COPY_STREAMS DAK_COPY_SLOTS
-    step 100 python3 -m dak bench e2e --models opt-30b,opt-6.7b --batch 8 --ratios 5 --systems prefetch \
+    unset DAK_COPY_STREAMS DAK_COPY_SLOTS DAK_COPY_GROUP_MIB
+    step 90 python3 -m dak bench e2e --models opt-30b,opt-6.7b --batch 8 --ratios 5 --systems prefetch \
         --out "$OUT/e2e-chain-prefetch.json"
     ;;
 K)  # OPT-30B 20% and Llama-3-8B 5/10% on the current defaults; the copy-engine threshold at 1% vs 2%

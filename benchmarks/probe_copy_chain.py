@@ -4,7 +4,7 @@ A decode step of dak's copy-engine operators, without the rest of the model: `--
 of a model's linear shapes (default OPT-30B: four 7168x7168, 28672x7168, 7168x28672), every
 one with `--host-ratio` of its rows in pinned memory and all of them moved by the copy engine
 (ce_share 1), chained by copy-ahead and captured in one CUDA graph. For each setting (copy
-streams 1/2, copy chunks per operator 1/4, staging slots 2/4/6) it prints the step time next to
+streams 1/2, copy chunks per operator 1/4, staging slots 2/4/6, copy groups of up to 64 MiB) it prints the step time next to
 
     link bound = host bytes / B_ce   (B_ce: one 1 GiB copy, measured in the same run)
     HBM time   = the same step with every row in HBM
@@ -163,41 +163,44 @@ def run(model: str, layers: int, ratio: float, n: int, settings, out: str) -> di
     hbm = build(shapes, layers, 0.0, n, 1, device)
     hbm_ms = time_graph(step_fn(hbm, xs), device, chained=False) if gpu else None
     del hbm
-    for streams, chunks, slots in settings:
+    for streams, chunks, slots, group in settings:
         os.environ["DAK_COPY_STREAMS"], os.environ["DAK_COPY_SLOTS"] = str(streams), str(slots)
+        os.environ["DAK_COPY_GROUP_MIB"] = str(group)
         mods = build(shapes, layers, ratio, n, chunks, device)
         step = step_fn(mods, xs)
         host_bytes = sum(m.host_rows * m.w_host.stride(0) * 2 for m in mods)
         with copy_ahead.record_chain() as order:
             step()
         chained = copy_ahead.link_chain(order, n)
-        row = {"streams": streams, "chunks": chunks, "slots": slots, "ops": len(mods), "chained": chained,
-               "host_bytes": host_bytes}
+        row = {"streams": streams, "chunks": chunks, "slots": slots, "group_mib": group, "ops": len(mods),
+               "chained": chained, "host_bytes": host_bytes,
+               "copies": len({id(m._ahead.group) if m._ahead.group else id(m) for m in mods if m._ahead})}
         if gpu:
             ms = time_graph(step, device, chained=True)
             bound = host_bytes / b_ce * 1e3
             row.update(step_ms=ms, link_bound_ms=bound, hbm_only_ms=hbm_ms, link_efficiency=bound / ms,
                        link_GBps=host_bytes / ms / 1e6)
-            print(f"streams {streams} chunks {chunks} slots {slots}: step {ms:.3f} ms, link bound {bound:.3f} ms "
+            print(f"streams {streams} chunks {chunks} slots {slots} group {group} MiB ({row['copies']} copies): "
+                  f"step {ms:.3f} ms, link bound {bound:.3f} ms "
                   f"({host_bytes / 1e9:.3f} GB at {b_ce / 1e9:.1f} GB/s), HBM-only {hbm_ms:.3f} ms, "
                   f"link efficiency {bound / ms:.3f}", flush=True)
         else:
             with copy_ahead.copy_ahead_step(device):
                 step()
-            print(f"streams {streams} chunks {chunks} slots {slots}: {len(mods)} operators, {chained} chained "
-                  "(CPU flow check)")
-        if (streams, chunks, slots) == settings[0]:  # the prefetch baseline's way, same operators
+            print(f"streams {streams} chunks {chunks} slots {slots} group {group} MiB: {len(mods)} operators, "
+                  f"{chained} chained, {row['copies']} copies (CPU flow check)")
+        if (streams, chunks, slots, group) == settings[0]:  # the prefetch baseline's way, same operators
             pf_step, pf_host = layer_prefetch_step(mods, len(shapes), xs, device)
             err = check_prefetch_step(mods, pf_step, xs)
             if err > 2e-2:
                 raise RuntimeError(f"the emulated prefetch step differs from the SplitLinears (rel. {err:.3g})")
-        if gpu and (streams, chunks, slots) == settings[0]:
+        if gpu and (streams, chunks, slots, group) == settings[0]:
             pf = time_graph(pf_step, device, chained=False)
             rows.append({"streams": "layer prefetch", "chunks": 1, "slots": 2, "ops": len(mods), "host_bytes": host_bytes,
                          "step_ms": pf, "link_bound_ms": bound, "hbm_only_ms": hbm_ms,
                          "link_efficiency": bound / pf, "link_GBps": host_bytes / pf / 1e6})
             print(f"layer prefetch (one copy per layer): step {pf:.3f} ms, link efficiency {bound / pf:.3f}", flush=True)
-        if (streams, chunks, slots) == settings[0]:
+        if (streams, chunks, slots, group) == settings[0]:
             for b in pf_host:
                 b.free()
         copy_ahead.unlink(mods)
@@ -207,6 +210,7 @@ def run(model: str, layers: int, ratio: float, n: int, settings, out: str) -> di
         rows.append(row)
     os.environ.pop("DAK_COPY_STREAMS", None)
     os.environ.pop("DAK_COPY_SLOTS", None)
+    os.environ.pop("DAK_COPY_GROUP_MIB", None)
     payload = {"meta": metadata(), "model": model, "layers": layers, "host_ratio": ratio, "tokens": n,
                "b_ce": b_ce, "rows": rows}
     write_json(out, payload)
@@ -220,16 +224,16 @@ def main(argv=None):
     ap.add_argument("--layers", type=int, default=8)
     ap.add_argument("--host-ratio", type=float, default=0.05)
     ap.add_argument("--tokens", type=int, default=8)
-    ap.add_argument("--settings", default="1x1x2,2x1x2,1x1x4,1x1x6,2x1x4,1x4x2",
-                    help="copy streams x chunks per operator x slots, comma list")
+    ap.add_argument("--settings", default="1x1x2,2x1x2,1x1x4,1x1x6,1x1x2x64,1x1x4x64,1x4x2",
+                    help="copy streams x chunks per operator x slots [x group MiB], comma list")
     ap.add_argument("--out", default="probe-copy-chain.json")
     a = ap.parse_args(argv)
     settings = []
     for s in (s for s in a.settings.split(",") if s):
         parts = [int(v) for v in s.split("x")]
-        if len(parts) not in (2, 3):
-            raise SystemExit(f"--settings takes streams x chunks [x slots], e.g. 1x1x4; got {s!r}")
-        settings.append(tuple(parts) + ((2,) if len(parts) == 2 else ()))
+        if len(parts) not in (2, 3, 4):
+            raise SystemExit(f"--settings takes streams x chunks [x slots [x group MiB]], e.g. 1x1x4x64; got {s!r}")
+        settings.append(tuple(parts) + (2, 0)[len(parts) - 2:])
     run(a.model, a.layers, a.host_ratio, a.tokens, settings, a.out)
 
 

@@ -70,3 +70,60 @@ def test_more_slots_from_the_environment(monkeypatch):
         monkeypatch.setenv("DAK_COPY_SLOTS", bad)
         with pytest.raises(ValueError, match="DAK_COPY_SLOTS"):
             copy_slot_count()
+
+
+def _ce_chain(mods, n=3):
+    x = torch.randn(n, 32).to(torch.bfloat16)
+    for m in mods:
+        m._configs[token_bucket(n)] = KernelConfig(block_m=16, block_n=16, block_k=32, ce_share=1.0,
+                                                   ce_chunks=1, host_programs=2, hbm_programs=2)
+    with copy_ahead.record_chain() as rec:
+        for m in mods:
+            m(x)
+    return rec, x
+
+
+def test_copy_groups_rehome_host_rows_back_to_back_and_keep_results(monkeypatch):
+    """$DAK_COPY_GROUP_MIB: consecutive chained operators share one pinned arena (in call order)
+    and one slot; their values, outputs and slot alternation are kept; linking again moves
+    nothing; the arena is freed with its last operator."""
+    from dak.kernels.copy_groups import ArenaView
+    mods = [m for m in _mods() if m.host_rows] + [m for m in _mods() if m.host_rows]  # 8 operators
+    rec, x = _ce_chain(mods)
+    before = [m(x).clone() for m in mods]
+    hosts = [m.w_host.clone() for m in mods]
+    one = mods[0].host_rows * mods[0].w_host.stride(0) * 2  # bytes of the first operator's host rows
+    monkeypatch.setenv("DAK_COPY_GROUP_MIB", "1")
+    assert copy_ahead.link_chain(rec, 3) == len(mods)
+    groups = [m._ahead.group for m in rec]
+    assert all(g is not None and g is groups[0] for g in groups), "8 small operators fit one 1 MiB group"
+    assert [m._ahead.slot for m in rec] == [0] * len(rec)
+    assert groups[0].numel * 2 >= one * 2 and isinstance(rec[0]._host, ArenaView)
+    ptrs = [m.w_host.data_ptr() for m in rec]
+    for a, b in zip(rec, rec[1:]):
+        assert b.w_host.data_ptr() == a.w_host.data_ptr() + a.host_rows * a.w_host.stride(0) * 2
+    assert all(torch.equal(m.w_host, h) for m, h in zip(mods, hosts))
+    assert all(torch.equal(m(x), y) for m, y in zip(mods, before))
+    assert copy_ahead.link_chain(rec, 3) == len(mods) and [m.w_host.data_ptr() for m in rec] == ptrs
+    arena = rec[0]._host.arena
+    for m in mods:
+        m._host.free()
+    assert arena.refs == 0 and arena.buf.tensor is None
+
+
+def test_copy_groups_split_by_size_and_never_move_twice(monkeypatch):
+    from dak.kernels.copy_groups import plan_groups
+    mods = [m for m in _mods() if m.host_rows]  # host parts of 32, 16, 64 and 32 rows x 32 bf16
+    rec, _ = _ce_chain(mods)
+    from dak.kernels.split_linear_ce import ce_plan
+    chain = [(m, m._configs[token_bucket(3)], ce_plan(m._configs[token_bucket(3)], m.host_rows,
+                                                      m.out_features - m.host_rows, m._sms)) for m in rec]
+    sizes = [m.host_rows * m.w_host.stride(0) * 2 for m in rec]
+    assert plan_groups(chain, 0) == [[0], [1], [2], [3]]
+    assert plan_groups(chain, sizes[0] + sizes[1]) == [[0, 1], [2], [3]]
+    assert plan_groups(chain, 10 ** 9) == [[0, 1, 2, 3]]
+    monkeypatch.setenv("DAK_COPY_GROUP_MIB", "1")
+    copy_ahead.link_chain(rec[:2], 3)  # the first two re-homed together
+    copy_ahead.link_chain([rec[1], rec[0], rec[2]], 3)  # re-homed, not adjacent in this order: not moved
+    assert rec[1]._ahead.group is None and rec[0]._ahead.group is None
+    assert [m._ahead.slot for m in (rec[1], rec[0], rec[2])] == [0, 1, 0]

@@ -12,10 +12,12 @@ from dak.nn import SplitLinear
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")]
 
 
-@pytest.mark.parametrize("streams,slots", [("1", "2"), ("2", "2"), ("1", "4"), ("2", "3")])
-def test_chained_step_under_graph_capture_matches_unchained(streams, slots, monkeypatch):
+@pytest.mark.parametrize("streams,slots,group", [("1", "2", "0"), ("2", "2", "0"), ("1", "4", "0"), ("2", "3", "0"),
+                                                 ("1", "2", "64"), ("2", "3", "2")])
+def test_chained_step_under_graph_capture_matches_unchained(streams, slots, group, monkeypatch):
     monkeypatch.setenv("DAK_COPY_STREAMS", streams)  # 2: alternate two copy streams
     monkeypatch.setenv("DAK_COPY_SLOTS", slots)
+    monkeypatch.setenv("DAK_COPY_GROUP_MIB", group)  # > 0: consecutive operators copied by one memcpy
     torch.manual_seed(5)
     dtype, n, dims = torch.bfloat16, 8, [512, 1400, 700, 512, 2100, 512]  # odd sizes, layer-like chain
     mods = []
@@ -54,12 +56,13 @@ def test_chained_step_under_graph_capture_matches_unchained(streams, slots, monk
     copy_ahead.unlink(mods)
 
 
-@pytest.mark.parametrize("streams,slots", [("1", "2"), ("2", "3")])
-def test_operator_called_twice_in_a_step_copies_again(streams, slots, monkeypatch):
+@pytest.mark.parametrize("streams,slots,group", [("1", "2", "0"), ("2", "3", "0"), ("1", "2", "64")])
+def test_operator_called_twice_in_a_step_copies_again(streams, slots, group, monkeypatch):
     """A chained operator called again later in the step (its slot since reused by the operator
     two places on) must not read another operator's rows."""
     monkeypatch.setenv("DAK_COPY_STREAMS", streams)
     monkeypatch.setenv("DAK_COPY_SLOTS", slots)
+    monkeypatch.setenv("DAK_COPY_GROUP_MIB", group)
     torch.manual_seed(6)
     dtype, n = torch.bfloat16, 8
     mods = [SplitLinear(torch.randn(512, 512, device="cuda").to(dtype) / 23, host_ratio=0.5, row_tile=16,

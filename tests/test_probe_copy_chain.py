@@ -26,7 +26,9 @@ def test_prefetch_emulation_matches_the_split_linears_and_catches_a_wrong_row():
 
 def test_cpu_flow_writes_one_row_per_setting(tmp_path):
     out = tmp_path / "chain.json"
-    probe.main(["--layers", "2", "--host-ratio", "0.5", "--settings", "1x1,2x4x3", "--out", str(out)])
+    probe.main(["--layers", "2", "--host-ratio", "0.5", "--settings", "1x1,2x4x3,1x1x2x64", "--out", str(out)])
     rows = json.loads(out.read_text())["rows"]
-    assert [(r["streams"], r["chunks"], r["slots"]) for r in rows] == [(1, 1, 2), (2, 4, 3)]
+    assert [(r["streams"], r["chunks"], r["slots"], r["group_mib"]) for r in rows] == [(1, 1, 2, 0), (2, 4, 3, 0),
+                                                                                       (1, 1, 2, 64)]
+    assert [r["copies"] for r in rows] == [8, 8, 1]
     assert all(r["chained"] == r["ops"] == 8 and r["host_bytes"] > 0 for r in rows)

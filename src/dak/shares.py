@@ -65,3 +65,12 @@ def copy_slot_count() -> int:
     if not raw.isdigit() or not 2 <= int(raw) <= 8:
         raise ValueError(f"DAK_COPY_SLOTS must be an integer in [2, 8], got {raw!r}")
     return int(raw)
+
+
+def copy_group_bytes() -> int:
+    """Bytes of consecutive chained operators copied by one memcpy (dak.kernels.copy_groups):
+    0 (off), or $DAK_COPY_GROUP_MIB MiB (0 to 4096) for experiments."""
+    raw = os.environ.get("DAK_COPY_GROUP_MIB", "0")
+    if not raw.isdigit() or int(raw) > 4096:
+        raise ValueError(f"DAK_COPY_GROUP_MIB must be an integer in [0, 4096], got {raw!r}")
+    return int(raw) << 20

@@ -31,7 +31,8 @@ import torch
 
 from dak.kernels.buffers import shared_buffer
 from dak.kernels.streams import side_stream
-from dak.shares import copy_slot_count, copy_stream_count
+from dak.kernels.copy_groups import make_group, plan_groups
+from dak.shares import copy_group_bytes, copy_slot_count, copy_stream_count
 
 _STEP: contextvars.ContextVar = contextvars.ContextVar("dak_copy_ahead_step", default=None)
 _RECORD: contextvars.ContextVar = contextvars.ContextVar("dak_copy_ahead_record", default=None)
@@ -45,6 +46,7 @@ class AheadSpec:
     plan: object
     slot: int
     next: object = None  # the SplitLinear after it in the step, or None
+    group: object = None  # dak.kernels.copy_groups.Group copied with it in one memcpy, or None
 
 
 def recording(module) -> None:
@@ -95,9 +97,17 @@ def link_chain(order: list, n_tokens: int) -> int:
         plan = ce_plan(cfg, mod.host_rows, mod.out_features - mod.host_rows, mod._sms)
         if plan.m_ce:
             chain.append((mod, cfg, plan))
-    for i, (mod, cfg, plan) in enumerate(chain):
-        mod._ahead = AheadSpec(n_tokens, cfg, plan, i % slots, chain[i + 1][0] if i + 1 < len(chain) else None)
-        slot(mod.w_hbm.device, mod.dtype, i % slots, plan.m_ce * mod.w_host.stride(0))
+    # copy units (a group, or one operator) take slots in turn: neighbouring units never share one
+    units = []
+    for idx in plan_groups(chain, copy_group_bytes()):
+        group = make_group([chain[i][0] for i in idx])
+        units += [(idx, group)] if group is not None else [([i], None) for i in idx]
+    for u, (idx, group) in enumerate(units):
+        for i in idx:
+            mod, cfg, plan = chain[i]
+            mod._ahead = AheadSpec(n_tokens, cfg, plan, u % slots, chain[i + 1][0] if i + 1 < len(chain) else None,
+                                   group)
+            slot(mod.w_hbm.device, mod.dtype, u % slots, group.numel if group else plan.m_ce * mod.w_host.stride(0))
     return len(chain)
 
 
@@ -129,9 +139,25 @@ class Step:
         copy_s = copy_stream(self.device, spec.slot)
         if spec.slot in self.freed:
             copy_s.wait_event(self.freed[spec.slot])
+        if spec.group is not None:
+            self._issue_group(spec, copy_s)
+            return
         buf = slot(self.device, mod.dtype, spec.slot, spec.plan.m_ce * mod.w_host.stride(0))
         stage = staging_rows_view(buf, spec.plan.m_ce, mod.w_host)
         self.issued[id(mod)] = (issue_copies(mod.w_host, spec.plan, stage, copy_s), stage)
+
+    def _issue_group(self, spec, copy_s) -> None:
+        """One memcpy of the whole group into its slot; every member gets its rows' view."""
+        from dak.kernels.split_linear_ce import staging_rows_view
+        group = spec.group
+        buf = slot(self.device, group.src.dtype, spec.slot, group.numel)
+        with torch.cuda.stream(copy_s):
+            buf[:group.numel].copy_(group.src, non_blocking=True)
+            landed = torch.cuda.Event()
+            landed.record(copy_s)
+        for m, off in zip(group.members, group.offsets):
+            stage = staging_rows_view(buf[off:], m.host_rows, m.w_host)
+            self.issued[id(m)] = ([landed] * len(m._ahead.plan.chunks), stage)
 
     def release(self, mod, stream: torch.cuda.Stream) -> None:
         """`mod`'s GEMMs on `stream` are the last readers of its slot so far in this step. A second

@@ -84,13 +84,15 @@ def _host_available() -> int | None:
 def staging_bytes_for(placement) -> int:
     """HBM the copy-engine paths of `placement`'s linears will stage, which the plan does not
     count: the copy-ahead slots (two, or $DAK_COPY_SLOTS) of the largest host part that decode
-    copies (untuned configs use the copy engine above `ce_min_share()`), plus the largest host
-    part, which prefill (many tokens) stages whole."""
-    from dak.shares import ce_min_share, copy_slot_count
+    copies (untuned configs use the copy engine above `ce_min_share()`; with $DAK_COPY_GROUP_MIB
+    a slot holds up to that much), plus the largest host part, which prefill (many tokens)
+    stages whole."""
+    from dak.shares import ce_min_share, copy_group_bytes, copy_slot_count
     parts = [op for op in placement.ops if op.kind not in ("attention", "embed_tokens", "embed_positions")
              and op.host_bytes]
     share = ce_min_share()
     decode = max((op.host_bytes for op in parts if op.ratio > share), default=0)
+    decode = max(decode, min(copy_group_bytes(), sum(op.host_bytes for op in parts if op.ratio > share)))
     return copy_slot_count() * decode + max((op.host_bytes for op in parts), default=0)
 
 
