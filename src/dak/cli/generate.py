@@ -79,6 +79,10 @@ def run(args) -> int:
     try:
         out = model.generate(ids, max_new_tokens=glen, do_sample=args.sample)
         print(report(model.dak_placement, model.dak_last, batch, model.dak_engine.graphs))
+        if args.kv_ahead:
+            n = model.dak_engine.kv_ahead_layers
+            print(f"kv-ahead: {n} layer(s) stage host K/V ahead" if n else
+                  "kv-ahead: no layer stages host K/V through the copy engine here, so nothing was copied ahead")
         if args.prompt is not None:
             tok = _tokenizer(model_name)
             print("output:", tok.decode(out[0].tolist(), skip_special_tokens=True))
