@@ -35,7 +35,6 @@ def test_staged_slot_gets_this_steps_token_before_attention(dtype, chunks):
     v_slot[torch.arange(b_h), :, pos[:b_h]] = 0.0
     released = []
     out = torch.full((batch, hq, d), float("nan"), dtype=dtype, device=DEV)
-    empty = torch.empty((0, hkv, s, d), dtype=dtype)
     res = split_attention_ce(q.to(DEV), k[:b_h], v[:b_h], k[b_h:].to(DEV), v[b_h:].to(DEV), lengths.to(DEV), cfg, 4,
                              out=out, ahead=(None, k_slot, v_slot, k_new.to(DEV), v_new.to(DEV), released.append))
     assert res is out and released == [None] and not out.isnan().any()
@@ -43,7 +42,6 @@ def test_staged_slot_gets_this_steps_token_before_attention(dtype, chunks):
     with pytest.raises(ValueError, match="copy-ahead slot holds 2 requests"):
         split_attention_ce(q.to(DEV), k[:b_h], v[:b_h], k[b_h:].to(DEV), v[b_h:].to(DEV), lengths.to(DEV), cfg, 4,
                            ahead=(None, k_slot[:2], v_slot[:2], k_new.to(DEV), v_new.to(DEV), released.append))
-    assert empty.numel() == 0
 
 
 def test_write_token_puts_each_request_at_its_last_position():

@@ -1,8 +1,12 @@
-"""The host share above which an untuned decode config moves host rows by the copy engine, and
-in how many chunks.
+"""How host rows cross the link: the knobs the kernels, the copy-ahead chain, the runtime's
+memory check and the planner share (this module stays free of torch and triton).
 
-Shared by the kernels' heuristic (dak.kernels.config) and the planner's per-operator overheads
-(dak.planner.plan), which stays free of torch and triton.
+- ce_min_share: the host share above which an untuned decode config uses the copy engine
+  (also the planner's per-operator overhead class);
+- ce_chunks_default: copy-engine chunks per operator in an untuned decode config;
+- copy_stream_count, copy_slot_count, copy_group_bytes: the copy-ahead chain's copy streams,
+  staging slots and copy groups (dak.kernels.copy_ahead).
+Each has a measured default and an environment variable for experiments on the GPU.
 """
 
 from __future__ import annotations
