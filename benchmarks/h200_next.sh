@@ -20,9 +20,9 @@ L)  # new GPU tests; does the copy-ahead chain reach the link's rate?; KV copy-a
     step 120 python3 -m pytest -q -m gpu tests/test_copy_ahead_gpu.py \
         tests/test_runtime_gpu.py::test_kv_ahead_graphs_equal_plain_graphs
     step 200 python3 benchmarks/probe_copy_chain.py --model opt-30b --out "$OUT/probe-copy-chain.json"
-    step 60 python3 -m dak bench e2e --models llama-2-7b,llama-3-8b --batch 8 --ratios 5,10 \
+    step 90 python3 -m dak bench e2e --models llama-2-7b,llama-3-8b --batch 8 --ratios 5,10 \
         --systems dak-consolidated --out "$OUT/e2e-kv-ahead-off.json"
-    step 60 python3 -m dak bench e2e --models llama-2-7b,llama-3-8b --batch 8 --ratios 5,10 \
+    step 90 python3 -m dak bench e2e --models llama-2-7b,llama-3-8b --batch 8 --ratios 5,10 \
         --systems dak-consolidated --kv-ahead --out "$OUT/e2e-kv-ahead-on.json"
     ;;
 N)  # the 70B real-capacity case on this session's defaults (last run: greedy, 4 chunks, 1.23 x bound)
