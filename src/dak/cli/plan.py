@@ -129,7 +129,7 @@ def render(pl, plans: dict, per_layer: bool = False) -> str:
             out.append(f"{name:<8}{format_bytes(b):>12}{format_bytes(h):>12}{(h / b if b else 0):>8.3f}"
                        f"{format_time(sum(o.time_s for o in os_)):>12}")
     g = plans["greedy"].predicted_s
-    out += ["", f"{'policy':<14}{'operators':>12}{step:>14}{'eff. bandwidth':>16}{'host':>12}{'greedy speedup':>16}"]
+    out += ["", f"{'policy':<14}{'operators':>12}{step:>14}{'eff. bandwidth':>16}{'host':>12}{'TPOT vs greedy':>16}"]
     for name, p in plans.items():
         if not p.feasible:
             out.append(f"{name:<14}{'infeasible':>12}   {p.note}")
