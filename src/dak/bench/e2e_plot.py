@@ -7,6 +7,8 @@ from __future__ import annotations
 from dak.bench.e2e_cases import SYSTEMS
 
 STYLE = {"dak-greedy": "o-", "dak-consolidated": "*-", "dak-uniform": "s-", "prefetch": "^-", "uva": "v-", "accelerate": "d-"}
+COLOR = {"dak-greedy": "tab:blue", "dak-consolidated": "tab:orange", "dak-uniform": "tab:green",
+         "prefetch": "tab:red", "uva": "tab:purple", "accelerate": "tab:brown"}  # the same in every panel
 
 
 def plot(payload: dict, path: str) -> str:
@@ -31,7 +33,7 @@ def plot(payload: dict, path: str) -> str:
             if system == "all-hbm":
                 ax.axhline(pts[0][1], color="gray", linestyle=":", label="all-HBM")
                 continue
-            ax.plot(*zip(*pts), STYLE.get(system, "x-"), label=system, markersize=4)
+            ax.plot(*zip(*pts), STYLE.get(system, "x-"), color=COLOR.get(system), label=system, markersize=4)
         bound = {}
         for r in mine:
             if r["bound_s"] and r["system"] != "all-hbm":
@@ -46,7 +48,9 @@ def plot(payload: dict, path: str) -> str:
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=7)
     meta = payload.get("meta", {})
-    fig.suptitle(f"dak bench e2e on {meta.get('gpu', '?')} (git {meta.get('git_sha', '?')})", fontsize=9)
+    runs = sorted({m.get("git_sha", "?") for m in payload.get("merged_from", [])})
+    where = f"runs at git {', '.join(runs)}" if runs else f"git {meta.get('git_sha', '?')}"
+    fig.suptitle(f"dak bench e2e on {meta.get('gpu', '?')} ({where})", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
