@@ -157,3 +157,18 @@ def test_uva_reads_whole_linears_in_place_appended_to_an_earlier_run(tmp_path):
     assert uva["uva_modules"] >= 3 and uva["planned"]["ops_split"] == uva["uva_modules"]
     assert uva["token_reference"] == "dak-greedy" and uva["token_agreement"] == 1.0  # tokens kept in the JSON
     assert len(payload["previous_runs"]) == 1 and payload["summary"]["groups"][0]["tpot_s"].keys() == {"dak-greedy", "uva"}
+
+
+def test_summary_takes_the_consolidated_row_as_dak_where_it_ran():
+    from dak.bench.e2e_report import summarize
+
+    def row(system, tpot, x=0.1, batch=8):
+        return {"model": "m", "batch": batch, "prompt_len": 32, "gen_len": 32, "kind": "ratio", "x_req": x,
+                "system": system, "status": "ok", "tpot_s": tpot, "eb_over_bound": 0.5 / tpot,
+                "predicted_over_measured": 1.0}
+    s = summarize([row("dak-greedy", 3.0), row("dak-consolidated", 2.0), row("prefetch", 2.5),
+                   row("dak-greedy", 4.0, x=0.2), row("prefetch", 5.0, x=0.2)])
+    ten, twenty = s["groups"]
+    assert ten["dak_system"] == "dak-consolidated" and ten["speedup_vs_best_baseline"] == pytest.approx(1.25)
+    assert twenty["dak_system"] == "dak-greedy" and twenty["speedup_vs_best_baseline"] == pytest.approx(1.25)
+    assert s["targets"]["small batch: never slower than a baseline"]["pass"] == 2
