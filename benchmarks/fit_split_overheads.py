@@ -22,6 +22,7 @@ import json
 
 import numpy as np
 
+from dak.bench.meta import merge_rows
 from dak.hardware import get_profile
 from dak.models import Workload, list_operators, load_spec
 from dak.planner import plan
@@ -68,14 +69,16 @@ def main(argv=None):
     ap.add_argument("--results", default="benchmarks/results/e2e-h200.json", help="comma list of result JSONs")
     ap.add_argument("--hardware", default="h200-pcie")
     a = ap.parse_args(argv)
-    rows = []
+    payloads = []
     for path in (p for p in a.results.split(",") if p):
         try:
             with open(path) as fh:
-                rows += json.load(fh)["rows"]
-        except (OSError, ValueError, KeyError) as e:
+                payloads.append(json.load(fh))
+            if not isinstance(payloads[-1], dict) or "rows" not in payloads[-1]:
+                raise ValueError("no 'rows' in it")
+        except (OSError, ValueError) as e:
             raise SystemExit(f"cannot read `dak bench e2e` rows from {path!r}: {e}") from None
-    data = samples(rows[::-1], get_profile(a.hardware))  # a case in several files: the last file's row
+    data = samples(merge_rows(payloads), get_profile(a.hardware))  # a case in several files: the last file's row
     if len(data) < len(FEATURES):
         raise SystemExit(f"{a.results}: only {len(data)} dak runs at x > 0; need at least {len(FEATURES)}")
     c = fit(data)

@@ -189,18 +189,19 @@ def run(model: str, layers: int, ratio: float, n: int, settings, out: str) -> di
                 step()
             print(f"streams {streams} chunks {chunks} slots {slots} group {group} MiB: {len(mods)} operators, "
                   f"{chained} chained, {row['copies']} copies (CPU flow check)")
-        if (streams, chunks, slots, group) == settings[0]:  # the prefetch baseline's way, same operators
+        first = (streams, chunks, slots, group) == settings[0]  # also run the prefetch baseline's way
+        if first:
             pf_step, pf_host = layer_prefetch_step(mods, len(shapes), xs, device)
             err = check_prefetch_step(mods, pf_step, xs)
             if err > 2e-2:
                 raise RuntimeError(f"the emulated prefetch step differs from the SplitLinears (rel. {err:.3g})")
-        if gpu and (streams, chunks, slots, group) == settings[0]:
+        if gpu and first:
             pf = time_graph(pf_step, device, chained=False)
             rows.append({"streams": "layer prefetch", "chunks": 1, "slots": 2, "ops": len(mods), "host_bytes": host_bytes,
                          "step_ms": pf, "link_bound_ms": bound, "hbm_only_ms": hbm_ms,
                          "link_efficiency": bound / pf, "link_GBps": host_bytes / pf / 1e6})
             print(f"layer prefetch (one copy per layer): step {pf:.3f} ms, link efficiency {bound / pf:.3f}", flush=True)
-        if (streams, chunks, slots, group) == settings[0]:
+        if first:
             for b in pf_host:
                 b.free()
         copy_ahead.unlink(mods)
@@ -230,8 +231,8 @@ def main(argv=None):
     a = ap.parse_args(argv)
     settings = []
     for s in (s for s in a.settings.split(",") if s):
-        parts = [int(v) for v in s.split("x")]
-        if len(parts) not in (2, 3, 4):
+        parts = [int(v) for v in s.split("x") if v.isdigit()]
+        if len(parts) not in (2, 3, 4) or len(parts) != len(s.split("x")):
             raise SystemExit(f"--settings takes streams x chunks [x slots [x group MiB]], e.g. 1x1x4x64; got {s!r}")
         settings.append(tuple(parts) + (2, 0)[len(parts) - 2:])
     run(a.model, a.layers, a.host_ratio, a.tokens, settings, a.out)

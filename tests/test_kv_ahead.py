@@ -92,3 +92,12 @@ def test_engine_with_kv_ahead_gives_the_in_place_tokens_and_needs_the_token_writ
     Engine(model, model.dak_kv, graphs=False, kv_buckets=1)  # without kv_ahead: unlinked
     assert model.dak_kv.ahead is None
     model.dak_free()
+
+
+def test_kv_ahead_must_be_a_bool():
+    import dak
+    from dak.host import pinned_bytes
+    before = pinned_bytes()
+    with pytest.raises(ValueError, match="kv_ahead must be True or False"):
+        dak.offload("tiny-llama", batch=1, prompt_len=2, gen_len=1, host_ratio=0.5, tune=False, kv_ahead="yes")
+    assert pinned_bytes() == before  # refused before anything was pinned

@@ -43,38 +43,34 @@ def ce_min_share() -> float:
 CE_CHUNKS = 1
 
 
-def ce_chunks_default() -> int:
-    """CE_CHUNKS, or $DAK_CE_CHUNKS (an integer >= 1) for experiments."""
-    raw = os.environ.get("DAK_CE_CHUNKS")
+def _env_int(name: str, default: int, lo: int, hi: int) -> int:
+    """$name as an integer in [lo, hi], or `default` when unset."""
+    raw = os.environ.get(name)
     if raw is None:
-        return CE_CHUNKS
-    if not raw.isdigit() or int(raw) < 1:
-        raise ValueError(f"DAK_CE_CHUNKS must be an integer >= 1, got {raw!r}")
+        return default
+    if not raw.isdigit() or not lo <= int(raw) <= hi:
+        raise ValueError(f"{name} must be an integer in [{lo}, {hi}], got {raw!r}")
     return int(raw)
+
+
+def ce_chunks_default() -> int:
+    """CE_CHUNKS, or $DAK_CE_CHUNKS (1 to 64) for experiments."""
+    return _env_int("DAK_CE_CHUNKS", CE_CHUNKS, 1, 64)
 
 
 def copy_stream_count() -> int:
     """Copy streams of the copy-ahead chain: 1, or $DAK_COPY_STREAMS (1 or 2) for experiments."""
-    raw = os.environ.get("DAK_COPY_STREAMS", "1")
-    if raw not in ("1", "2"):
-        raise ValueError(f"DAK_COPY_STREAMS must be 1 or 2, got {raw!r}")
-    return int(raw)
+    return _env_int("DAK_COPY_STREAMS", 1, 1, 2)
 
 
 def copy_slot_count() -> int:
     """Staging slots of the copy-ahead chain: 2, or $DAK_COPY_SLOTS (2 to 8) for experiments.
     Operator i's copy waits for operator i - slots to release its slot, so more slots let the
     copies run further ahead of the compute stream (HBM: one slot per operator's host part)."""
-    raw = os.environ.get("DAK_COPY_SLOTS", "2")
-    if not raw.isdigit() or not 2 <= int(raw) <= 8:
-        raise ValueError(f"DAK_COPY_SLOTS must be an integer in [2, 8], got {raw!r}")
-    return int(raw)
+    return _env_int("DAK_COPY_SLOTS", 2, 2, 8)
 
 
 def copy_group_bytes() -> int:
     """Bytes of consecutive chained operators copied by one memcpy (dak.kernels.copy_groups):
     0 (off), or $DAK_COPY_GROUP_MIB MiB (0 to 4096) for experiments."""
-    raw = os.environ.get("DAK_COPY_GROUP_MIB", "0")
-    if not raw.isdigit() or int(raw) > 4096:
-        raise ValueError(f"DAK_COPY_GROUP_MIB must be an integer in [0, 4096], got {raw!r}")
-    return int(raw) << 20
+    return _env_int("DAK_COPY_GROUP_MIB", 0, 0, 4096) << 20

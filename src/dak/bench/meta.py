@@ -1,4 +1,5 @@
-"""Run metadata every benchmark result carries: GPU name, git sha, command, versions, date."""
+"""Run metadata every benchmark result carries (GPU name, git sha, command, versions, date),
+writing results, and merging the rows of several results (`merge_rows`)."""
 
 from __future__ import annotations
 
@@ -38,3 +39,21 @@ def write_json(path: str | Path, payload: dict) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(payload, indent=1))
+
+
+def _row_key(r: dict) -> tuple:
+    return (r["model"], r["batch"], r["prompt_len"], r["gen_len"], r["kind"], r["x_req"], r["system"])
+
+
+def merge_rows(payloads: list[dict]) -> list[dict]:
+    """Rows of several result JSONs, each tagged with its run (`run`: git sha, date); where two
+    runs measured the same case (model, batch, lengths, kind, ratio, system) the later file wins."""
+    rows: dict = {}
+    for p in payloads:
+        meta = p.get("meta", {})
+        for r in p["rows"]:
+            r = dict(r)
+            r.setdefault("run", {"git_sha": meta.get("git_sha"), "date": meta.get("date")})
+            rows.pop(_row_key(r), None)
+            rows[_row_key(r)] = r
+    return list(rows.values())

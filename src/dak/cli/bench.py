@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 
+from ..bench.meta import merge_rows  # noqa: F401 -- also `dak.cli.bench.merge_rows`
 from ..units import parse_size
 from .plan import _int
 
@@ -82,24 +83,6 @@ def config_from(args):
         rc_batch=_int("--rc-batch", args.rc_batch), rc_prompt_len=_int("--rc-prompt-len", args.rc_prompt_len),
         rc_gen_len=_int("--rc-gen-len", args.rc_gen_len), rc_systems=_list(args.rc_systems),
         rc_margin=parse_size(args.rc_margin), out=args.out or E2EConfig.out, plot=args.plot, append=args.append)
-
-
-def _row_key(r: dict) -> tuple:
-    return (r["model"], r["batch"], r["prompt_len"], r["gen_len"], r["kind"], r["x_req"], r["system"])
-
-
-def merge_rows(payloads: list[dict]) -> list[dict]:
-    """Rows of several result JSONs, each tagged with its run (`run`: git sha, date); where two
-    runs measured the same case (model, batch, lengths, kind, ratio, system) the later file wins."""
-    rows: dict = {}
-    for p in payloads:
-        meta = p.get("meta", {})
-        for r in p["rows"]:
-            r = dict(r)
-            r.setdefault("run", {"git_sha": meta.get("git_sha"), "date": meta.get("date")})
-            rows.pop(_row_key(r), None)
-            rows[_row_key(r)] = r
-    return list(rows.values())
 
 
 def replot(paths: str, out: str | None, png: str | None) -> int:

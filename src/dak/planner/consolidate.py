@@ -22,7 +22,7 @@ import dataclasses
 import itertools
 
 from .cost import op_time, segments
-from .greedy import round_to_units, solve_continuous
+from .greedy import fill_by_slope, round_to_units, solve_continuous
 from .overhead import split_overhead
 
 MAX_EXHAUSTIVE_KINDS = 14  # beyond: one kind at a time (descent)
@@ -63,18 +63,7 @@ def _score(classes, R: int, profile, workload, off: frozenset) -> float | None:
     if sum(rep.bytes * m for rep, m, _ in live) < R:
         return None
     segs = sorted((slope, ci, length) for ci, (_, _, ss) in enumerate(live) for slope, length in ss)
-    h, remaining, i = [0.0] * len(live), float(R), 0
-    while i < len(segs) and remaining > 0:
-        j = i
-        while j + 1 < len(segs) and abs(segs[j + 1][0] - segs[i][0]) <= 1e-12 * max(abs(segs[i][0]),
-                                                                                   abs(segs[j + 1][0])):
-            j += 1
-        length = sum(s[2] for s in segs[i:j + 1])
-        frac = 1.0 if remaining >= length else remaining / length
-        for _, ci, n in segs[i:j + 1]:
-            h[ci] += n * frac
-        remaining -= length * frac
-        i = j + 1
+    h = fill_by_slope(segs, float(R), len(live))
     total = 0.0
     for (rep, m, _), hc in zip(live, h):
         per = hc / m

@@ -25,6 +25,25 @@ from .cost import op_time, segments
 _REL = 1e-12
 
 
+def fill_by_slope(segs, amount: float, n: int) -> list[float]:
+    """Fill `amount` bytes into segments (slope, index, length), sorted by slope, cheapest first;
+    segments of (numerically) equal slope share in proportion to their length. Returns the
+    bytes given to each index in range(n)."""
+    h, remaining, i = [0.0] * n, amount, 0
+    while i < len(segs) and remaining > 0:
+        j = i                                  # group of (numerically) equal slopes
+        while j + 1 < len(segs) and abs(segs[j + 1][0] - segs[i][0]) <= _REL * max(
+                abs(segs[i][0]), abs(segs[j + 1][0])):
+            j += 1
+        length = sum(s[2] for s in segs[i:j + 1])
+        frac = 1.0 if remaining >= length else remaining / length
+        for _, k, n_k in segs[i:j + 1]:
+            h[k] += n_k * frac
+        remaining -= length * frac
+        i = j + 1
+    return h
+
+
 def solve_continuous(ops, host_bytes: float, profile: HardwareProfile,
                      spare_link: bool = False) -> tuple[list[float], float]:
     """Optimal host fractions x_i (list) and the objective sum_i T_i(x_i) in seconds.
@@ -39,21 +58,7 @@ def solve_continuous(ops, host_bytes: float, profile: HardwareProfile,
     if spare_link:
         host_bytes = max(host_bytes, sum(s.length for s in segs if s.slope < 0))
     segs.sort(key=lambda s: (s.slope, s.op_index, s.start))
-    h = [0.0] * len(ops)
-    remaining = min(float(host_bytes), total)
-    i = 0
-    while i < len(segs) and remaining > 0:
-        j = i                                  # group of (numerically) equal slopes
-        while j + 1 < len(segs) and abs(segs[j + 1].slope - segs[i].slope) <= _REL * max(
-                abs(segs[i].slope), abs(segs[j + 1].slope)):
-            j += 1
-        group = segs[i:j + 1]
-        length = sum(s.length for s in group)
-        frac = 1.0 if remaining >= length else remaining / length
-        for s in group:
-            h[s.op_index] += s.length * frac
-        remaining -= length * frac
-        i = j + 1
+    h = fill_by_slope([(s.slope, s.op_index, s.length) for s in segs], min(float(host_bytes), total), len(ops))
     xs = [min(1.0, hi / op.bytes) if op.bytes > 0 else 0.0 for hi, op in zip(h, ops)]
     return xs, sum(op_time(op, x, profile) for op, x in zip(ops, xs))
 

@@ -90,7 +90,7 @@ class Engine:
                              f"got {prefill_tokens!r}")
         self.model, self.kv = model, kv
         self.prefill_tokens = prefill_tokens
-        self._spec = None  # the model's ModelSpec, for sizing prefill chunks (built on first use)
+        self._spec = None  # the model's ModelSpec (spec())
         self.base = model.base_model
         self.device = kv.device
         self.batch = kv.batch
@@ -101,13 +101,21 @@ class Engine:
         self.logits: torch.Tensor | None = None
         self._graphs: dict[Sampling, torch.cuda.CUDAGraph] = {}  # the full-length graph
         self.kv_caps = kv_bucket_caps(kv.max_len, kv_buckets)
+        if not isinstance(kv_ahead, bool):
+            raise ValueError(f"kv_ahead must be True or False, got {kv_ahead!r}")
         if kv_ahead:  # stage the next layer's host K/V while this one runs (dak.runtime.kv_ahead)
-            from dak.models.spec import ModelSpec
             from dak.runtime.kv_ahead import link
-            self.kv_ahead_layers = link(kv, ModelSpec.from_config(model.config.to_dict()).num_heads)
+            self.kv_ahead_layers = link(kv, self.spec().num_heads)
         else:
             kv.ahead, self.kv_ahead_layers = None, 0
         self._bucket_graphs: dict[Sampling, list] = {}  # (cap, graph), caps ascending
+
+    def spec(self):
+        """The model's ModelSpec (built once, on first use)."""
+        if self._spec is None:
+            from dak.models.spec import ModelSpec
+            self._spec = ModelSpec.from_config(self.model.config.to_dict())
+        return self._spec
 
     def release_graphs(self) -> None:
         """Drop the captured decode graphs (and their memory pool)."""
@@ -174,11 +182,8 @@ class Engine:
             free_bytes = torch.cuda.mem_get_info(self.device)[0] + torch.cuda.memory_reserved(self.device) \
                 - torch.cuda.memory_allocated(self.device)
         from dak.models.ops import Workload, minimum_hbm_set
-        from dak.models.spec import ModelSpec
-        if self._spec is None:
-            self._spec = ModelSpec.from_config(self.model.config.to_dict())
         w = Workload(phase="prefill", batch=1, prompt_len=n, gen_len=0)  # bf16 and fp16: same bytes
-        per_request = 2.5 * minimum_hbm_set(self._spec, w).workspace
+        per_request = 2.5 * minimum_hbm_set(self.spec(), w).workspace
         return max(1, min(b, int(0.8 * free_bytes / per_request)))
 
     @torch.no_grad()

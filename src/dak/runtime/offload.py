@@ -131,7 +131,9 @@ def offload(model: str | nn.Module, *, hbm_budget=None, hardware: str | Hardware
         raise ValueError(f"model must be a built-in name, a local folder or an HF model, got {type(model).__name__}")
     spec = ModelSpec.from_config(cfg, name=name)
     w = workload_for(batch, max_len, prompt_len, gen_len, dtype)
-    kv_bucket_caps(w.prompt_len + w.gen_len, kv_buckets)  # a bad value fails before anything is allocated
+    kv_bucket_caps(w.prompt_len + w.gen_len, kv_buckets)  # bad values fail before anything is allocated
+    if not isinstance(kv_ahead, bool):
+        raise ValueError(f"kv_ahead must be True or False, got {kv_ahead!r}")
     check_head_dim(spec)
     placement = placement_for(spec, w, profile, hbm_budget, policy, host_ratio)
     model, kv = build_model(cfg, placement, dtype=dtype, seed=seed, tune=tune, folder=folder,
@@ -171,8 +173,7 @@ def build_model(cfg: dict, placement, *, dtype: torch.dtype, seed: int = 0, tune
     host_req = [op.host_requests or 0 for op in placement.ops if op.kind == "attention"]
     per_request = spec.kv_elements_per_token() * max_len * torch.empty((), dtype=dtype).element_size()
     # staging: one layer of each distinct host-request count (DakKV), and with kv_ahead two slots
-    layer_request = 2 * spec.num_kv_heads * spec.head_dim * max_len * torch.empty((), dtype=dtype).element_size()
-    kv_staging = layer_request * (sum(set(host_req)) + (2 * max(host_req, default=0) if kv_ahead else 0))
+    kv_staging = per_request * (sum(set(host_req)) + (2 * max(host_req, default=0) if kv_ahead else 0))
     check_memory(placement, sum(host_req) * per_request, device, kv_staging if device.type == "cuda" else 0)
     model = module.to(dtype) if module is not None else skeleton(hf_config(cfg), dtype)
     host_requests = place(model, placement, device, tune)
