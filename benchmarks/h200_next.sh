@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh L|M|N|K|J|I|G|H|F|A|B|C|D|E
+#   bash benchmarks/h200_next.sh P|L|M|N|K|J|I|G|H|F|A|B|C|D|E
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy has no .git).
 set -u
@@ -16,7 +16,19 @@ step() {  # step SECONDS COMMAND...: run with a time limit, log the tail, never 
     rm -f "$OUT/.step.log"
 }
 case "$1" in
-L)  # new GPU tests; does the copy-ahead chain reach the link's rate?; KV copy-ahead end to end
+P)  # KV copy-ahead (won call L on Llama-2-7B 5%) at every ratio against prefetch; OPT-6.7B 2% copy-engine threshold; OPT-30B 20%
+    step 300 python3 -m dak bench e2e --models llama-2-7b,llama-3-8b --batch 8 --kv-ahead \
+        --systems dak-consolidated,prefetch --out "$OUT/e2e-llama-kv-ahead.json"
+    step 60 python3 -m dak bench e2e --models opt-6.7b --batch 8 --ratios 2 \
+        --systems dak-consolidated,prefetch --out "$OUT/e2e-ce-min-share-2pct.json"
+    export DAK_CE_MIN_SHARE=0.01
+    step 60 python3 -m dak bench e2e --models opt-6.7b,llama-2-7b --batch 8 --ratios 2 --kv-ahead \
+        --systems dak-consolidated --out "$OUT/e2e-ce-min-share-1pct.json"
+    unset DAK_CE_MIN_SHARE
+    step 100 python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 20 \
+        --systems dak-consolidated,prefetch --out "$OUT/e2e-opt-30b-20.json"
+    ;;
+L)  # (run 2026-12-01, session 6) new GPU tests; does the copy-ahead chain reach the link's rate?; KV copy-ahead end to end
     step 120 python3 -m pytest -q -m gpu tests/test_copy_ahead_gpu.py \
         tests/test_runtime_gpu.py::test_kv_ahead_graphs_equal_plain_graphs
     step 200 python3 benchmarks/probe_copy_chain.py --model opt-30b --out "$OUT/probe-copy-chain.json"
@@ -121,6 +133,6 @@ D)  # issue 5: OPT-30B, first half of the ratios (then 10,20,40 with --append)
     step 560 python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 0,1,2,5 \
         --systems dak-consolidated,dak-uniform,prefetch,uva --out "$OUT/e2e-opt-30b.json"
     ;;
-*)  echo "usage: bash benchmarks/h200_next.sh L|M|N|K|J|I|G|H|F|A|B|C|D|E" >&2; exit 2 ;;
+*)  echo "usage: bash benchmarks/h200_next.sh P|L|M|N|K|J|I|G|H|F|A|B|C|D|E" >&2; exit 2 ;;
 esac
 tail -c 3000 "$log"
