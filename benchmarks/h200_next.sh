@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh P|L|M|N|K|J|I|G|H|F|A|B|C|D|E
+#   bash benchmarks/h200_next.sh Q|P|L|M|N|K|J|I|G|H|F|A|B|C|D|E
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy has no .git).
 set -u
@@ -16,7 +16,15 @@ step() {  # step SECONDS COMMAND...: run with a time limit, log the tail, never 
     rm -f "$OUT/.step.log"
 }
 case "$1" in
-P)  # KV copy-ahead (won call L on Llama-2-7B 5%) at every ratio against prefetch; OPT-6.7B 2% copy-engine threshold; OPT-30B 20%
+Q)  # the 70B linear shapes call C's sweep did not reach; OPT-6.7B and OPT-30B at bs 8 with KV copy-ahead against prefetch
+    step 200 python3 benchmarks/bench_linear.py --tokens 1,8,32 --shapes llama3-70b.qo,llama3-70b.up,llama3-70b.down \
+        --out "$OUT/linear-decode-70b-h200.json"
+    step 200 python3 -m dak bench e2e --models opt-6.7b --batch 8 --kv-ahead \
+        --systems dak-consolidated,prefetch --out "$OUT/e2e-opt-kv-ahead.json"
+    step 150 python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 1,2 --kv-ahead \
+        --systems dak-consolidated,prefetch --out "$OUT/e2e-opt-30b-kv-ahead.json"
+    ;;
+P)  # (run 2026-12-01, session 6) KV copy-ahead (won call L on Llama-2-7B 5%) at every ratio against prefetch; OPT-6.7B 2% copy-engine threshold; OPT-30B 20%
     step 300 python3 -m dak bench e2e --models llama-2-7b,llama-3-8b --batch 8 --kv-ahead \
         --systems dak-consolidated,prefetch --out "$OUT/e2e-llama-kv-ahead.json"
     step 60 python3 -m dak bench e2e --models opt-6.7b --batch 8 --ratios 2 \
@@ -37,7 +45,7 @@ L)  # (run 2026-12-01, session 6) new GPU tests; does the copy-ahead chain reach
     step 90 python3 -m dak bench e2e --models llama-2-7b,llama-3-8b --batch 8 --ratios 5,10 \
         --systems dak-consolidated --kv-ahead --out "$OUT/e2e-kv-ahead-on.json"
     ;;
-N)  # the 70B real-capacity case on this session's defaults (last run: greedy, 4 chunks, 1.23 x bound)
+N)  # (run 2026-12-01, session 6) the 70B real-capacity case on this session's defaults (last run: greedy, 4 chunks, 1.23 x bound)
     step 560 python3 -m dak bench e2e --real-capacity llama-2-70b --out "$OUT/e2e-llama-2-70b-rc.json"
     ;;
 M)  # copy-ahead chain variants end to end (OPT-30B is 3-5% slower than prefetch), prefetch beside
@@ -125,7 +133,7 @@ B)  # issue 6: curves measured at the e2e workload, then measured curves vs the 
     step 110 python3 -m dak bench e2e --models llama-2-7b --batch 8 --ratios 0,1,2,5,10,20 --systems dak-greedy \
         --out "$OUT/e2e-roofline.json"
     ;;
-C)  # issues 3 and 4 on current code
+C)  # (run 2026-12-01, session 6; the linear sweep stopped at its limit before the 70B shapes) issues 3 and 4 on current code
     step 280 python3 benchmarks/bench_attention.py --out "$OUT/attention-h200.json"
     step 280 python3 benchmarks/bench_linear.py --tokens 1,8,32 --out "$OUT/linear-decode-h200.json"
     ;;
@@ -133,6 +141,6 @@ D)  # issue 5: OPT-30B, first half of the ratios (then 10,20,40 with --append)
     step 560 python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 0,1,2,5 \
         --systems dak-consolidated,dak-uniform,prefetch,uva --out "$OUT/e2e-opt-30b.json"
     ;;
-*)  echo "usage: bash benchmarks/h200_next.sh P|L|M|N|K|J|I|G|H|F|A|B|C|D|E" >&2; exit 2 ;;
+*)  echo "usage: bash benchmarks/h200_next.sh Q|P|L|M|N|K|J|I|G|H|F|A|B|C|D|E" >&2; exit 2 ;;
 esac
 tail -c 3000 "$log"
