@@ -125,8 +125,8 @@ E)  # where OPT's decode step loses to prefetch
     step 200 python3 -m dak bench e2e --models opt-6.7b --batch 8 --ratios 2,5 --tune \
         --systems dak-greedy,prefetch --out "$OUT/e2e-opt-tuned.json"
     ;;
-B)  # (run 2026-12-01, session 6) issue 6: curves measured at the e2e workload, then measured curves vs the preset in one call
-    step 280 python3 -m dak calibrate --model llama-2-7b --prompt-len 32 --gen-len 32 --no-progress \
+B)  # (run 2026-12-01, session 6) issue 6: curves measured at the e2e workload (heuristic configs, as bench e2e runs them), then measured curves vs the preset in one call
+    step 260 python3 -m dak calibrate --model llama-2-7b --prompt-len 32 --gen-len 32 --no-tune --no-progress \
         --out "$OUT/profile-llama-2-7b-p32.json"
     step 100 python3 -m dak bench e2e --models llama-2-7b --batch 8 --ratios 1,2,5,10,20 --systems dak-greedy --kv-ahead \
         --hardware "$OUT/profile-llama-2-7b-p32.json" --out "$OUT/e2e-measured.json"
