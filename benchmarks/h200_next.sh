@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh Q|P|L|M|N|K|J|I|G|H|F|A|B|C|D|E
+#   bash benchmarks/h200_next.sh R|Q|P|L|M|N|K|J|I|G|H|F|A|B|C|D|E
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy has no .git).
 set -u
@@ -16,7 +16,11 @@ step() {  # step SECONDS COMMAND...: run with a time limit, log the tail, never 
     rm -f "$OUT/.step.log"
 }
 case "$1" in
-Q)  # the 70B linear shapes call C's sweep did not reach; OPT-6.7B and OPT-30B at bs 8 with KV copy-ahead against prefetch
+R)  # every GPU test on the KV copy-ahead default; the 70B real-capacity case with it
+    step 330 python3 -m pytest -q -m gpu tests -x
+    step 110 python3 -m dak bench e2e --real-capacity llama-2-70b --out "$OUT/e2e-llama-2-70b-rc-kv-ahead.json"
+    ;;
+Q)  # (run 2026-12-01, session 6) the 70B linear shapes call C's sweep did not reach; OPT-6.7B and OPT-30B at bs 8 with KV copy-ahead against prefetch
     step 200 python3 benchmarks/bench_linear.py --tokens 1,8,32 --shapes llama3-70b.qo,llama3-70b.up,llama3-70b.down \
         --out "$OUT/linear-decode-70b-h200.json"
     step 200 python3 -m dak bench e2e --models opt-6.7b --batch 8 --kv-ahead \
@@ -141,6 +145,6 @@ D)  # issue 5: OPT-30B, first half of the ratios (then 10,20,40 with --append)
     step 560 python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 0,1,2,5 \
         --systems dak-consolidated,dak-uniform,prefetch,uva --out "$OUT/e2e-opt-30b.json"
     ;;
-*)  echo "usage: bash benchmarks/h200_next.sh Q|P|L|M|N|K|J|I|G|H|F|A|B|C|D|E" >&2; exit 2 ;;
+*)  echo "usage: bash benchmarks/h200_next.sh R|Q|P|L|M|N|K|J|I|G|H|F|A|B|C|D|E" >&2; exit 2 ;;
 esac
 tail -c 3000 "$log"

@@ -79,6 +79,9 @@ def test_dry_run_cli(capsys):
     out = capsys.readouterr().out
     for word in ("dak-greedy", "prefetch", "uva", "accelerate", "same build as dak-greedy", "real", "rough total"):
         assert word in out
+    assert "kv ahead True" in out  # the default; --no-kv-ahead turns it off
+    assert main(["bench", "e2e", "--dry-run", "--models", "opt-6.7b", "--ratios", "2", "--no-kv-ahead"]) == 0
+    assert "kv ahead False" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("args,message", [

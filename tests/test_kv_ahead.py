@@ -89,7 +89,7 @@ def test_engine_with_kv_ahead_gives_the_in_place_tokens_and_needs_the_token_writ
     got = engine.generate(ids.to(engine.device), max_new_tokens=new)
     assert torch.equal(got.tokens.cpu(), want[:, prompt:].cpu())  # model.generate returns the prompt too
     assert torch.allclose(engine.logits.cpu(), want_logits.cpu(), atol=2e-2, rtol=2e-2)
-    Engine(model, model.dak_kv, graphs=False, kv_buckets=1)  # without kv_ahead: unlinked
+    Engine(model, model.dak_kv, graphs=False, kv_buckets=1, kv_ahead=False)  # unlinked
     assert model.dak_kv.ahead is None
     model.dak_free()
 

@@ -23,7 +23,7 @@ import math
 from dataclasses import dataclass
 
 from dak.baselines.e2e import budget_for, prefetch_placement, roofline_bound, uva_placement
-from dak.defaults import DEFAULT_KV_BUCKETS
+from dak.defaults import DEFAULT_KV_AHEAD, DEFAULT_KV_BUCKETS
 from dak.hardware import get_profile
 from dak.models.ops import Workload, list_operators, minimum_hbm_set
 from dak.models.spec import ModelSpec, load_config
@@ -52,7 +52,7 @@ class E2EConfig:
     repeats: int = 2
     tune: bool = False
     kv_buckets: int = DEFAULT_KV_BUCKETS  # dak systems: decode graphs per cache-length bucket (Engine)
-    kv_ahead: bool = False             # dak systems: next layer's host K/V copied ahead (Engine)
+    kv_ahead: bool = DEFAULT_KV_AHEAD             # dak systems: next layer's host K/V copied ahead (Engine)
     real_capacity: str | None = None   # a model placed from the GPU's real free HBM
     rc_batch: int = 32
     rc_prompt_len: int = 1024

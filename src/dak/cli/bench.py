@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 
 from ..bench.meta import merge_rows  # noqa: F401 -- also `dak.cli.bench.merge_rows`
@@ -38,8 +39,9 @@ def add_parser(sub) -> None:
                    "heuristic configs, or ones already in the tuning cache)")
     e.add_argument("--kv-buckets", default=str(d.kv_buckets), help="dak systems: decode graphs, one per cache-length "
                    f"bucket, so host KV is copied only up to the bucket (default {d.kv_buckets}; 1: whole max_len)")
-    e.add_argument("--kv-ahead", action="store_true", help="dak systems: queue each layer's host K/V copy "
-                   "during the layer before (experimental)")
+    e.add_argument("--kv-ahead", action=argparse.BooleanOptionalAction, default=d.kv_ahead,
+                   help="dak systems: queue each layer's host K/V copy during the layer before "
+                        f"(default {'on' if d.kv_ahead else 'off'})")
     e.add_argument("--real-capacity", default=None, metavar="MODEL",
                    help="also place MODEL from the GPU's real free HBM (e.g. llama-2-70b)")
     e.add_argument("--rc-batch", default=str(d.rc_batch), help=f"real-capacity batch (default {d.rc_batch})")

@@ -10,9 +10,10 @@ same code path with Triton's CPU interpreter, and says so.
 
 from __future__ import annotations
 
+import argparse
 import os
 
-from ..defaults import DEFAULT_KV_BUCKETS, DEFAULT_POLICY
+from ..defaults import DEFAULT_KV_AHEAD, DEFAULT_KV_BUCKETS, DEFAULT_POLICY
 from ..units import format_bandwidth, format_bytes, format_time, parse_ratio
 from .plan import _int
 
@@ -38,8 +39,9 @@ def add_parser(sub) -> None:
     p.add_argument("--no-graphs", action="store_true", help="decode eagerly instead of replaying a CUDA graph")
     p.add_argument("--kv-buckets", default=str(DEFAULT_KV_BUCKETS), help="decode graphs, one per cache-length bucket, so "
                    f"host KV is copied only up to the bucket (default {DEFAULT_KV_BUCKETS}; 1: whole max_len)")
-    p.add_argument("--kv-ahead", action="store_true", help="queue each layer's host K/V copy during the "
-                   "layer before (experimental; two extra HBM slots of one layer's staged K/V)")
+    p.add_argument("--kv-ahead", action=argparse.BooleanOptionalAction, default=DEFAULT_KV_AHEAD,
+                   help="queue each layer's host K/V copy during the layer before (two extra HBM slots of one "
+                        f"layer's staged K/V; default {'on' if DEFAULT_KV_AHEAD else 'off'})")
     p.add_argument("--baseline", default=None, help="run a baseline instead of dak at the same --host-ratio: "
                                                     "all-hbm | prefetch | uva | accelerate (see `dak bench e2e`)")
     p.set_defaults(func=run)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
-from dak.defaults import DEFAULT_KV_BUCKETS
+from dak.defaults import DEFAULT_KV_AHEAD, DEFAULT_KV_BUCKETS
 from dak.kernels.copy_ahead import copy_ahead_step, link_chain, record_chain
 from dak.kernels.streams import side_stream
 from dak.runtime.fused import fused
@@ -83,7 +83,7 @@ class Engine:
     """
 
     def __init__(self, model, kv: DakKV, graphs: bool | None = None, prefill_tokens: int | None = None,
-                 kv_buckets: int = DEFAULT_KV_BUCKETS, kv_ahead: bool = False):
+                 kv_buckets: int = DEFAULT_KV_BUCKETS, kv_ahead: bool = DEFAULT_KV_AHEAD):
         if prefill_tokens is not None and (isinstance(prefill_tokens, bool) or not isinstance(prefill_tokens, int)
                                            or prefill_tokens < 1):
             raise ValueError(f"prefill_tokens must be a positive integer or None (sized from free HBM), "

@@ -23,7 +23,7 @@ from dak.hardware import HardwareProfile, get_profile
 from dak.models.ops import Workload, list_operators, minimum_hbm_set
 from dak.models.spec import ModelSpec, load_config
 from dak.planner import plan
-from dak.defaults import DEFAULT_KV_BUCKETS, DEFAULT_POLICY
+from dak.defaults import DEFAULT_KV_AHEAD, DEFAULT_KV_BUCKETS, DEFAULT_POLICY
 from dak.runtime.engine import Engine, Sampling, kv_bucket_caps
 from dak.runtime.kv import ATTN_NAME, DakKV, register
 from dak.runtime_env import kernel_device
@@ -117,7 +117,7 @@ def offload(model: str | nn.Module, *, hbm_budget=None, hardware: str | Hardware
             batch: int = 1, max_len: int | None = None, prompt_len: int | None = None,
             gen_len: int | None = None, policy: str = DEFAULT_POLICY, host_ratio: float | None = None,
             dtype: torch.dtype = torch.bfloat16, seed: int = 0, tune: bool = True,
-            graphs: bool | None = None, kv_buckets: int = DEFAULT_KV_BUCKETS, kv_ahead: bool = False) -> nn.Module:
+            graphs: bool | None = None, kv_buckets: int = DEFAULT_KV_BUCKETS, kv_ahead: bool = DEFAULT_KV_AHEAD) -> nn.Module:
     """Offload `model` (built-in name, local checkpoint folder, or an HF model) for one GPU."""
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be torch.bfloat16 or torch.float16, got {dtype}")
@@ -154,7 +154,7 @@ def check_head_dim(spec: ModelSpec) -> None:
 
 def build_model(cfg: dict, placement, *, dtype: torch.dtype, seed: int = 0, tune: bool = True,
                 folder: str | None = None, module: nn.Module | None = None, name: str = "custom",
-                kv_ahead: bool = False):
+                kv_ahead: bool = DEFAULT_KV_AHEAD):
     """(model, DakKV): the HF model of `cfg` built into `placement`'s homes.
 
     Weights come from `folder` (safetensors), from `module` (an HF model, copied into the
