@@ -3,7 +3,7 @@
 For each offload ratio x: builds the model (seeded random weights, untuned configs) with the
 placement `dak bench e2e` gives that x (`--policy consolidated` (default) or `greedy`: the
 planner at the HBM budget that leaves x of the operator bytes on the host; `uniform`: x of
-every operator), times the
+every operator; `prefetch` or `uva`: that baseline as `dak bench e2e` builds it), times the
 CUDA-graphed decode step (TPOT), then profiles a few eager decode steps with torch.profiler and
 sums GPU time per category (split kernel, cuBLAS, copy-engine copies, attention, KV writes,
 norms, rotary, elementwise, other). Eager steps launch the same kernels as the graph, so the
@@ -104,36 +104,57 @@ def graph_timeline(engine: Engine, steps: int) -> dict | None:
     return link_report(spans, steps, lambda n: category(n) == "copy engine", category)
 
 
-def run(model_name, batch, prompt_len, gen_len, ratio, steps, policy="consolidated"):
+POLICIES = ("consolidated", "greedy", "uniform")  # dak.offload policies
+BASELINES = ("prefetch", "uva")  # built as `dak bench e2e` builds them, same Engine and graphs
+
+
+def build(model_name, w, ratio, policy):
+    """(engine, placement, free) for `policy` at host ratio `ratio` (dak: the placement `bench e2e`
+    gives that x; baselines: `bench e2e`'s own case for that x)."""
     from dak.baselines.e2e import budget_for
     from dak.hardware import get_profile
-    from dak.models import Workload, load_spec
-    w = Workload("decode", batch, prompt_len, gen_len + 2 * steps, "bf16")  # eager steps, then graph replays
+    from dak.models import load_spec
+    if policy in BASELINES:
+        from dak.bench.e2e_cases import E2EConfig, plan_cases
+        from dak.bench.e2e_systems import REGISTRY
+        cfg = E2EConfig(models=(model_name,), batches=(w.batch,), prompt_len=w.prompt_len, gen_len=w.gen_len,
+                        ratios=(ratio,), systems=(policy,), tune=False)
+        case, = plan_cases(cfg)
+        if case.skip:
+            raise ValueError(f"{policy} at x = {ratio:g}: {case.skip}")
+        built = REGISTRY[policy](case, cfg)
+        return built.engine, built.placement, built.free
     if policy == "uniform":
         kw = {"host_ratio": ratio}
-    elif policy in ("greedy", "consolidated"):
+    elif policy in POLICIES:
         kw = {"hbm_budget": budget_for(load_spec(model_name), w, ratio, get_profile("h200-pcie"))}
     else:
-        raise ValueError(f"unknown policy {policy!r}: use consolidated, greedy or uniform")
-    model = dak.offload(model_name, batch=batch, prompt_len=prompt_len, gen_len=w.gen_len,
+        raise ValueError(f"unknown policy {policy!r}: use one of {POLICIES + BASELINES}")
+    model = dak.offload(model_name, batch=w.batch, prompt_len=w.prompt_len, gen_len=w.gen_len,
                         policy=policy, tune=False, **kw)
+    return model.dak_engine, model.dak_placement, model.dak_free
+
+
+def run(model_name, batch, prompt_len, gen_len, ratio, steps, policy="consolidated"):
+    from dak.models import Workload
+    w = Workload("decode", batch, prompt_len, gen_len + 2 * steps, "bf16")  # eager steps, then graph replays
+    engine, placement, free = build(model_name, w, ratio, policy)
     try:
-        ids = torch.randint(3, model.config.vocab_size, (batch, prompt_len))
-        model.generate(ids, max_new_tokens=gen_len)  # warm-up, graph capture, TPOT
-        tpot = model.dak_last.tpot_s
-        eager = Engine(model, model.dak_kv, graphs=False)
+        ids = torch.randint(3, engine.model.config.vocab_size, (batch, prompt_len))
+        tpot = engine.generate(ids.to(engine.device), gen_len).tpot_s  # warm-up, graph capture, TPOT
+        eager = Engine(engine.model, engine.kv, graphs=False)
         ids_dev = ids.to(eager.device)
         eager.prefill(ids_dev, torch.full((batch,), prompt_len, dtype=torch.int32, device=eager.device))
         table, busy = profile_steps(eager, steps)
-        timeline = graph_timeline(model.dak_engine, steps)
+        timeline = graph_timeline(engine, steps)
         return {"model": model_name, "batch": batch, "x_req": ratio, "policy": policy,
-                "offload_ratio": model.dak_placement.offload_ratio, "tpot_graph_s": tpot,
-                "planned_step_s": model.dak_placement.step_time_s, "busy_us_per_step": busy,
+                "offload_ratio": placement.offload_ratio, "tpot_graph_s": tpot,
+                "planned_step_s": placement.step_time_s, "busy_us_per_step": busy,
                 "categories": {c: {"kernels_per_step": n, "us_per_step": us} for c, (n, us) in
                                sorted(table.items(), key=lambda kv: -kv[1][1])},
                 "graph_timeline": timeline}
     finally:
-        model.dak_free()
+        free()
 
 
 def main(argv=None):
@@ -143,7 +164,8 @@ def main(argv=None):
     ap.add_argument("--prompt-len", type=int, default=32)
     ap.add_argument("--gen-len", type=int, default=16)
     ap.add_argument("--ratios", default="0,0.05", help="host ratios (fractions), comma list")
-    ap.add_argument("--policy", default="consolidated", choices=("consolidated", "greedy", "uniform"))
+    ap.add_argument("--policy", default="consolidated", choices=POLICIES + BASELINES,
+                    help="a dak policy, or a baseline of `dak bench e2e` (prefetch, uva)")
     ap.add_argument("--steps", type=int, default=4, help="profiled eager decode steps")
     ap.add_argument("--out", default="step-profile.json")
     a = ap.parse_args(argv)

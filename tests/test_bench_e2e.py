@@ -131,6 +131,9 @@ def test_tiny_model_through_every_system(tmp_path):
     merged = tmp_path / "merged.json"
     assert main(["bench", "e2e", "--replot", f"{out},{out}", "--out", str(merged)]) == 0
     assert len(json.loads(merged.read_text())["rows"]) == len(rows)  # the same cases twice: the later run wins
+    again = tmp_path / "again.json"  # a merged file merged once more keeps the runs it came from
+    assert main(["bench", "e2e", "--replot", f"{merged},{out}", "--out", str(again)]) == 0
+    assert len(json.loads(again.read_text())["merged_from"]) == 3
 
 
 def test_merged_rows_keep_the_later_run_of_a_case_and_say_which_run():
@@ -175,3 +178,21 @@ def test_summary_takes_the_consolidated_row_as_dak_where_it_ran():
     assert ten["dak_system"] == "dak-consolidated" and ten["speedup_vs_best_baseline"] == pytest.approx(1.25)
     assert twenty["dak_system"] == "dak-greedy" and twenty["speedup_vs_best_baseline"] == pytest.approx(1.25)
     assert s["targets"]["small batch: never slower than a baseline"]["pass"] == 2
+
+
+def test_merged_summary_compares_dak_only_with_its_own_run():
+    from dak.bench.e2e_report import summarize
+
+    def row(system, tpot, sha, kind="ratio", bound=None):
+        return {"model": "m", "batch": 8, "prompt_len": 32, "gen_len": 32, "kind": kind, "x_req": 0.1,
+                "system": system, "status": "ok", "tpot_s": tpot, "bound_s": bound, "eb_over_bound": 0.5,
+                "predicted_over_measured": 1.0, "run": {"git_sha": sha, "date": sha}}
+    s = summarize([row("uva", 1.0, "old"), row("dak-uniform", 1.5, "old"),  # an older run's baselines
+                   row("dak-consolidated", 2.0, "new"), row("prefetch", 3.0, "new"), row("dak-uniform", 2.2, "new"),
+                   row("dak-greedy", 9.0, "old", "real-capacity", 1.0),  # superseded by the consolidated run
+                   row("dak-consolidated", 1.05, "new", "real-capacity", 1.0)])
+    g, = s["groups"]
+    assert g["best_baseline"] == "prefetch" and g["speedup_vs_best_baseline"] == pytest.approx(1.5)
+    assert g["greedy_over_uniform"] == pytest.approx(1.1)
+    assert s["targets"]["real capacity: completes with TPOT <= 1.1 x bound"] == {"pass": 1, "fail": 0, "failed": []}
+    assert len(s["real_capacity"]) == 2  # both rows are still listed

@@ -1,7 +1,8 @@
 """Summary of `dak bench e2e` rows: per (model, batch, ratio) speedups and the issue's targets.
 
 Targets (from the issue; checked only where the rows exist):
-dak's row is dak-consolidated (the default policy) where it ran, else dak-greedy.
+dak's row is dak-consolidated (the default policy) where it ran, else dak-greedy. In a merged file
+dak is compared only with baselines (and dak-uniform) measured in the same run as its row.
 - small batch (B <= 64): dak EB >= 0.9 x bound at every ratio (eb_over_bound >= 0.9);
   >= 1.5x the best baseline (prefetch, uva, accelerate) at 0 < x <= 2%; never slower than any
   baseline; predicted TPOT within 10% of measured.
@@ -43,7 +44,9 @@ def summarize(rows: list[dict]) -> dict:
         tpot = {r["system"]: r["tpot_s"] for r in rs if r["status"] == "ok"}
         g = {"model": model, "batch": batch, "x_req": x, "tpot_s": tpot}
         greedy = next((r for s in DAK_SYSTEMS for r in _ok(rs, system=s)), None)
-        base = {s: t for s, t in tpot.items() if s in BASELINES}
+        same = [r for r in rs if r["status"] == "ok" and greedy is not None and r.get("run") == greedy.get("run")]
+        base = {r["system"]: r["tpot_s"] for r in same if r["system"] in BASELINES}
+        uniform = next((r["tpot_s"] for r in same if r["system"] == "dak-uniform"), None)
         where = f"{model} B={batch} x={100 * x:g}%"
         if greedy is not None:
             tg = greedy["tpot_s"]
@@ -53,8 +56,8 @@ def summarize(rows: list[dict]) -> dict:
             if base:
                 best = min(base, key=base.get)
                 g["best_baseline"], g["speedup_vs_best_baseline"] = best, base[best] / tg
-            if "dak-uniform" in tpot:
-                g["greedy_over_uniform"] = tpot["dak-uniform"] / tg
+            if uniform is not None:
+                g["greedy_over_uniform"] = uniform / tg
             if batch <= SMALL_BATCH:
                 if g["eb_over_bound"] is not None:
                     check("small batch: EB >= 0.9 x bound", g["eb_over_bound"] >= 0.9, where)
@@ -70,14 +73,14 @@ def summarize(rows: list[dict]) -> dict:
                 check("large batch: dak >= 1.3x uniform at 0 < x <= 40%", g["greedy_over_uniform"] >= 1.3, where)
         groups.append(g)
     real = []
-    for r in rows:
-        if r["kind"] != "real-capacity":
-            continue
+    rc_rows = [r for r in rows if r["kind"] == "real-capacity"]
+    for r in rc_rows:
         done = r["status"] == "ok"
         over = r["tpot_s"] / r["bound_s"] if done and r["bound_s"] else None
         real.append({"model": r["model"], "system": r["system"], "status": r["status"], "tpot_s": r.get("tpot_s"),
                      "bound_s": r["bound_s"], "tpot_over_bound": over, "host_bytes": r.get("host_bytes")})
-        if r["system"] in DAK_SYSTEMS:
+        dak = next((d for s in DAK_SYSTEMS for d in rc_rows if d["model"] == r["model"] and d["system"] == s), None)
+        if r is dak:
             check("real capacity: completes with TPOT <= 1.1 x bound", done and over is not None and over <= 1.1,
                   f"{r['model']} B={r['batch']}")
     return {"groups": groups, "real_capacity": real, "targets": targets}

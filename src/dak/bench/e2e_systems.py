@@ -30,6 +30,7 @@ class Built:
     host_bytes: int = 0            # bytes of weights and KV it keeps on the host
     graphs: bool = False
     extra: dict = field(default_factory=dict)
+    engine: object = None          # the dak Engine it decodes with (None: accelerate)
 
 
 def _engine_run(engine):
@@ -63,7 +64,8 @@ def build_dak(case: Case, cfg: E2EConfig) -> Built:
     else:
         model = dak.offload(case.model, hbm_budget=case.budget, policy=case.system.removeprefix("dak-"), **kw)
     pl = model.dak_placement
-    return Built(_engine_run(model.dak_engine), model.dak_free, pl, pl.host_bytes, model.dak_engine.graphs)
+    return Built(_engine_run(model.dak_engine), model.dak_free, pl, pl.host_bytes, model.dak_engine.graphs,
+                 engine=model.dak_engine)
 
 
 def build_swapped(case: Case, cfg: E2EConfig) -> Built:
@@ -80,7 +82,7 @@ def build_swapped(case: Case, cfg: E2EConfig) -> Built:
         extra, info["staging_bytes"] = pre.free, pre.staging_bytes
     engine = Engine(model, kv)
     return Built(_engine_run(engine), _free_model(model, kv, extra), case.placement,
-                 case.placement.host_bytes, engine.graphs, info)
+                 case.placement.host_bytes, engine.graphs, info, engine)
 
 
 def build_accelerate(case: Case, cfg: E2EConfig) -> Built:

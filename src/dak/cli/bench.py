@@ -101,7 +101,7 @@ def replot(paths: str, out: str | None, png: str | None) -> int:
             raise ValueError(f"cannot read result JSON {path!r}: {e}") from None
     payload = dict(payloads[0], rows=merge_rows(payloads))
     if len(payloads) > 1:
-        payload["merged_from"] = [p["meta"] for p in payloads]
+        payload["merged_from"] = [m for p in payloads for m in p.get("merged_from", [p["meta"]])]  # a merged input keeps its runs
     payload["summary"] = summarize(payload["rows"])
     print(render_summary(payload["summary"]))
     if out:

@@ -1,0 +1,31 @@
+"""benchmarks/profile_step.py builds dak policies and the e2e baselines alike (CPU flow check:
+tiny-llama under the Triton interpreter, so kernels show up as CPU ops)."""
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import profile_step  # noqa: E402
+
+
+@pytest.mark.parametrize("policy", ["consolidated", "prefetch"])
+def test_profiles_a_dak_policy_and_a_baseline(policy):
+    row = profile_step.run("tiny-llama", 2, 4, 2, 0.1, 1, policy)
+    assert row["policy"] == policy and row["x_req"] == 0.1
+    assert 0 < row["offload_ratio"] < 0.5 and row["tpot_graph_s"] > 0
+    assert row["busy_us_per_step"] == pytest.approx(sum(c["us_per_step"] for c in row["categories"].values()))
+    assert row["categories"]
+
+
+def test_a_baseline_that_cannot_be_built_says_why():
+    with pytest.raises(ValueError, match="prefetch at x = 0.3: prefetch infeasible"):
+        profile_step.run("tiny-llama", 2, 4, 2, 0.3, 1, "prefetch")
+    with pytest.raises(ValueError, match="unknown policy 'fast'"):
+        profile_step.run("tiny-llama", 2, 4, 2, 0.1, 1, "fast")
