@@ -116,20 +116,21 @@ def test_class_score_matches_the_per_operator_continuous_solution(model):
         assert _score(_classes(ops, H200), sum(op.bytes for op in sub) + 1, H200, W, off) is None
 
 
-def test_exhaustive_choice_is_the_best_kind_set_placed_exactly():
-    """Against brute force over every kind set, each placed exactly (whole units)."""
+@pytest.mark.parametrize("model,x", [("opt-6.7b", 0.05), ("opt-6.7b", 0.2), ("llama-2-7b", 0.02)])
+def test_exhaustive_choice_is_the_best_kind_set_placed_exactly(model, x):
+    """Against brute force over every kind set, each placed exactly (whole units). Llama-2-7B at
+    2%: the best set was 5th by its continuous score, which the four exact placements missed."""
     import itertools
 
     from dak.models import list_operators
     from dak.planner.consolidate import _place
-    spec = load_spec("opt-6.7b")
+    spec = load_spec(model)
     ops = list_operators(spec, W)
     kinds = sorted({op.kind for op in ops})
-    for x in (0.05, 0.2):
-        b = budget_for(spec, W, x, H200)
-        c = plan(spec, W, H200, b, "consolidated")
-        R = plan(spec, W, H200, b, "greedy").host_bytes
-        brute = min(r[0] for n in range(len(kinds) + 1) for off in itertools.combinations(kinds, n)
-                    for r in [_place(ops, R, H200, W, frozenset(off))] if r is not None)
-        got = _place(ops, R, H200, W, frozenset(k for k in kinds if k not in _kinds(c)))
-        assert got[0] <= brute * 1.005
+    b = budget_for(spec, W, x, H200)
+    c = plan(spec, W, H200, b, "consolidated")
+    R = plan(spec, W, H200, b, "greedy").host_bytes
+    brute = min(r[0] for n in range(len(kinds) + 1) for off in itertools.combinations(kinds, n)
+                for r in [_place(ops, R, H200, W, frozenset(off))] if r is not None)
+    got = _place(ops, R, H200, W, frozenset(k for k in kinds if k not in _kinds(c)))
+    assert got[0] == pytest.approx(brute, rel=1e-9)

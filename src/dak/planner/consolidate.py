@@ -11,7 +11,8 @@ The search is exhaustive over kind sets (2^kinds, at most 2^MAX_EXHAUSTIVE_KINDS
 one-kind-at-a-time descent gets stuck where no single kind helps but several together do
 (OPT-6.7B at x = 5%: attention and the four attention projections only pay off together).
 Each set is scored on the continuous solution with identical operators (same kind and shape
-in every layer) solved as one class, then the best few are placed exactly (whole units). A
+in every layer) solved as one class, then the best few and every set scored within
+EXACT_MARGIN of the best are placed exactly (whole units). A
 placement is taken only when it beats the greedy's by more than `min_gain`; a profile without
 per-operator overheads therefore keeps the greedy's placement.
 """
@@ -26,7 +27,9 @@ from .greedy import fill_by_slope, round_to_units, solve_continuous
 from .overhead import split_overhead
 
 MAX_EXHAUSTIVE_KINDS = 14  # beyond: one kind at a time (descent)
-EXACT_CANDIDATES = 4       # best-scored kind sets placed exactly
+EXACT_CANDIDATES = 4       # best-scored kind sets always placed exactly
+EXACT_MARGIN = 0.05        # ... and every set scored within this of the best (the score is continuous:
+EXACT_MAX = 64             # rounding to whole units moves it by a few percent), at most EXACT_MAX
 
 
 def _place(ops, R: int, profile, workload, off: frozenset):
@@ -101,7 +104,10 @@ def consolidate(ops, R: int, profile, workload, min_gain: float = 0.005) -> list
             if s is not None:
                 scored.append((s, frozenset(off)))
     best = greedy
-    for _, off in sorted(scored, key=lambda t: (t[0], sorted(t[1])))[:EXACT_CANDIDATES]:
+    scored.sort(key=lambda t: (t[0], sorted(t[1])))
+    near = [c for i, c in enumerate(scored)
+            if i < EXACT_CANDIDATES or c[0] <= scored[0][0] * (1 + EXACT_MARGIN)][:EXACT_MAX]
+    for _, off in near:
         res = _place(ops, R, profile, workload, off)
         if res is not None and res[0] < best[0]:
             best = res
