@@ -196,3 +196,23 @@ def test_merged_summary_compares_dak_only_with_its_own_run():
     assert g["greedy_over_uniform"] == pytest.approx(1.1)
     assert s["targets"]["real capacity: completes with TPOT <= 1.1 x bound"] == {"pass": 1, "fail": 0, "failed": []}
     assert len(s["real_capacity"]) == 2  # both rows are still listed
+
+
+def test_fused_projections_in_every_system_keep_the_tokens(tmp_path):
+    """Fused q/k/v and gate/up: dak's all-HBM sets, prefetch's staged and HBM rows alike."""
+    from dak.bench.e2e import run_e2e
+    rows = {}
+    for fuse in (False, True):
+        cfg = E2EConfig(models=("tiny-llama",), batches=(2,), prompt_len=4, gen_len=4, ratios=(0.1,),
+                        systems=("dak-consolidated", "prefetch", "uva"), dtype="fp16", repeats=1,
+                        fuse_projections=fuse, out=str(tmp_path / f"e2e-{fuse}.json"), plot=None)
+        rows[fuse] = {r["system"]: r for r in run_e2e(cfg, log=lambda *a: None)["rows"]}
+    layers = load_spec("tiny-llama").num_layers
+    on, off = rows[True], rows[False]
+    assert on["prefetch"]["fused_groups"] == 2 * layers and off["prefetch"]["fused_groups"] == 0
+    assert on["dak-consolidated"]["fused_groups"] > 0 and off["dak-consolidated"]["fused_groups"] == 0
+    assert on["uva"]["fused_groups"] >= 0 and off["uva"]["fused_groups"] == 0
+    for system, r in on.items():
+        assert r["status"] == "ok", (system, r["note"])
+        assert r["token_agreement"] == 1.0 and r["first_mismatch_step"] == -1, system
+    assert on["dak-consolidated"]["tokens"] == off["dak-consolidated"]["tokens"]  # the reference system

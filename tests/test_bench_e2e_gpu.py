@@ -47,15 +47,18 @@ def _wide_mistral():
     return cfg, ModelSpec.from_config(cfg, name="wide-mistral")
 
 
-def _engine(cfg, pl, w, prefetch: bool, graphs: bool):
+def _engine(cfg, pl, w, prefetch: bool, graphs: bool, fuse: bool = False):
     from dak.runtime.engine import Engine
     model, kv = build_placed(cfg, pl, batch=w.batch, max_len=w.prompt_len + w.gen_len, dtype=torch.float16,
                              seed=5, tune=False)
-    pre = install_prefetch(model, pl, torch.float16) if prefetch else None
+    pre = install_prefetch(model, pl, torch.float16, fuse) if prefetch else None
+    assert pre is None or pre.fused == (2 * cfg["num_hidden_layers"] if fuse else 0)
     return Engine(model, kv, graphs), pre
 
 
-def test_prefetch_matches_all_hbm_and_its_eager_self():
+@pytest.mark.parametrize("fuse", [False, True])
+def test_prefetch_matches_all_hbm_and_its_eager_self(fuse):
+    """fuse: q/k/v and gate/up as one staged and one HBM matmul each (e2e_modules.PrefetchGroup)."""
     cfg, spec = _wide_mistral()
     w = Workload("decode", 4, 7, 40, "fp16")
     pl = prefetch_placement(spec, w, H200, budget_for(spec, w, 0.3, H200))
@@ -67,7 +70,7 @@ def test_prefetch_matches_all_hbm_and_its_eager_self():
     del ref_eng
     tokens = []
     for graphs in (False, True):
-        eng, pre = _engine(cfg, pl, w, prefetch=True, graphs=graphs)
+        eng, pre = _engine(cfg, pl, w, prefetch=True, graphs=graphs, fuse=fuse)
         got = eng.prefill(ids.cuda(), plen)
         assert ((got - ref).abs().max() / ref.abs().max()).item() < 1e-2
         tokens.append(eng.generate(ids, w.gen_len).tokens.cpu())

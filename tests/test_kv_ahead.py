@@ -100,4 +100,6 @@ def test_kv_ahead_must_be_a_bool():
     before = pinned_bytes()
     with pytest.raises(ValueError, match="kv_ahead must be True or False"):
         dak.offload("tiny-llama", batch=1, prompt_len=2, gen_len=1, host_ratio=0.5, tune=False, kv_ahead="yes")
+    with pytest.raises(ValueError, match="fuse_projections must be True or False"):
+        dak.offload("tiny-llama", batch=1, prompt_len=2, gen_len=1, host_ratio=0.5, tune=False, fuse_projections=1)
     assert pinned_bytes() == before  # refused before anything was pinned

@@ -176,3 +176,43 @@ def test_consolidated_policy_runs_and_matches_hf(checkpoints, family):
     seq = model.generate(ids, max_new_tokens=steps)
     assert _check_tokens(hf, seq, steps) >= 2 * steps - 1
     model.dak_free()
+
+
+def _fusable_groups(placement):
+    """q/k/v and gate/up sets of the placement that it keeps wholly in HBM."""
+    kinds = {}
+    for op in placement.ops:
+        kinds.setdefault(op.layer, {})[op.kind] = op.host_bytes
+    sets = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"))
+    return sum(1 for ks in kinds.values() for names in sets
+               if all(n in ks for n in names) and not any(ks[n] for n in names))
+
+
+@pytest.mark.parametrize("family", ["tiny-llama", "tiny-opt", "tiny-qwen2"])
+@pytest.mark.parametrize("ratio", [0.0, 0.3])
+def test_fused_projections_match_hf_and_the_unfused_model(checkpoints, family, ratio):
+    """At 0.3 the consolidated plan (an HBM budget, as bench e2e gives) keeps some sets in HBM."""
+    from dak.baselines.e2e import budget_for
+    from dak.hardware import get_profile
+    from dak.models import Workload
+    from dak.models.spec import ModelSpec
+    hf, path = checkpoints[family]
+    steps = 8
+    spec = ModelSpec.from_config(hf.config.to_dict())
+    budget = budget_for(spec, Workload("decode", 2, PROMPT, steps, "fp16"), ratio, get_profile("h200-pcie"))
+    g = torch.Generator().manual_seed(11)
+    ids = torch.randint(3, hf.config.vocab_size, (2, PROMPT), generator=g)
+    runs = {}
+    for fuse in (False, True):
+        model = dak.offload(path, batch=2, prompt_len=PROMPT, gen_len=steps, hbm_budget=budget, dtype=DTYPE,
+                            tune=False, fuse_projections=fuse)
+        want = _fusable_groups(model.dak_placement) if fuse else 0
+        assert model.dak_fused == want and (ratio > 0 or not fuse or want == (2 if family == "tiny-opt" else 4))
+        if ratio > 0:
+            assert 0 < model.dak_placement.offload_ratio < 1
+        runs[fuse] = (model.generate(ids, max_new_tokens=steps), model.dak_engine.logits.clone())
+        model.dak_free()
+    seq, logits = runs[True]
+    assert _check_tokens(hf, seq, steps) >= 2 * steps - 1
+    if torch.equal(seq, runs[False][0]):
+        torch.testing.assert_close(logits, runs[False][1], atol=2e-2, rtol=2e-2)

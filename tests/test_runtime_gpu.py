@@ -113,3 +113,18 @@ def test_kv_ahead_graphs_equal_plain_graphs(checkpoints, tmp_path, monkeypatch):
         outs.append(model.generate(ids, max_new_tokens=200).clone())
         model.dak_free()
     assert torch.equal(outs[0], outs[1]), f"first difference at {(outs[0] != outs[1]).nonzero()[:1].tolist()}"
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_fused_projection_graphs_match_hf_eager(checkpoints, family):
+    """All-HBM q/k/v and gate/up multiplied as one matrix (dak.nn.fused_proj) inside the decode
+    graphs: HF's greedy tokens (or its ties), as without fusion."""
+    hf, path = checkpoints[family]
+    steps = 32
+    model = dak.offload(path, batch=2, max_len=PROMPT + steps, host_ratio=0.0, dtype=torch.float16, tune=False,
+                        fuse_projections=True)
+    assert model.dak_engine.graphs and model.dak_fused == (2 if family == "tiny-opt" else 4)
+    ids = torch.randint(3, hf.config.vocab_size, (2, PROMPT), device="cuda")
+    seq = model.generate(ids, max_new_tokens=steps)
+    assert _check_tokens(hf, seq, steps) >= 2 * steps - 1
+    model.dak_free()

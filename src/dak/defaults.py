@@ -13,3 +13,4 @@ Both were chosen by H200 runs (benchmarks/results/e2e-consolidated-h200.json, e2
 DEFAULT_POLICY = "consolidated"
 DEFAULT_KV_BUCKETS = 4
 DEFAULT_KV_AHEAD = True
+DEFAULT_FUSE_PROJECTIONS = False  # dak.nn.fused_proj: built and CPU-tested, not yet measured on a GPU

@@ -97,14 +97,15 @@ def roofline_bound(spec: ModelSpec, w: Workload, profile: HardwareProfile, budge
 
 
 def build_placed(cfg: dict, placement: Placement, *, batch: int, max_len: int, dtype: torch.dtype,
-                 seed: int, tune: bool):
+                 seed: int, tune: bool, fuse_projections: bool = False):
     """(model, DakKV): the HF model of `cfg` built into `placement`'s homes (dak.runtime.offload.build_model)."""
     from dak.runtime.offload import build_model
     w = placement.workload
     if (w.batch, w.prompt_len + w.gen_len) != (batch, max_len):
         raise ValueError(f"placement is for batch {w.batch}, max_len {w.prompt_len + w.gen_len}; "
                          f"asked for {batch}, {max_len}")
-    return build_model(cfg, placement, dtype=dtype, seed=seed, tune=tune, name=placement.model)
+    return build_model(cfg, placement, dtype=dtype, seed=seed, tune=tune, name=placement.model,
+                       fuse_projections=fuse_projections)
 
 
 def swap_uva(model: nn.Module) -> int:
@@ -119,8 +120,9 @@ def swap_uva(model: nn.Module) -> int:
     return len(whole)
 
 
-def install_prefetch(model: nn.Module, placement: Placement, dtype: torch.dtype):
-    """Swap every layer's split linears for prefetched ones; returns the LayerPrefetcher."""
+def install_prefetch(model: nn.Module, placement: Placement, dtype: torch.dtype, fuse: bool = False):
+    """Swap every layer's split linears for prefetched ones (with `fuse`, sibling projections as
+    one matmul each side, e2e_modules.PrefetchGroup); returns the LayerPrefetcher (`.fused` groups)."""
     from dak.baselines.e2e_modules import LayerPrefetcher
     from dak.runtime.build import find_module
     n_layers = 1 + max(op.layer for op in placement.ops if op.layer is not None)
@@ -130,8 +132,8 @@ def install_prefetch(model: nn.Module, placement: Placement, dtype: torch.dtype)
             layers[op.layer].append(find_module(model, op.name))
     device = next(m for _, m in layers[0]).w_hbm.device
     pre = LayerPrefetcher(layers, device, dtype)
-    pre.install(model, model.base_model.layers if hasattr(model.base_model, "layers")
-                else model.base_model.decoder.layers)
+    pre.fused = pre.install(model, model.base_model.layers if hasattr(model.base_model, "layers")
+                            else model.base_model.decoder.layers, fuse)
     return pre
 
 

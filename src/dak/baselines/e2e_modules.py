@@ -14,6 +14,11 @@
 
 Both take x (..., K) in the weight dtype and return (..., M). Without a GPU (Triton
 interpreter tests) the copies are plain synchronous CPU copies and the math is the same.
+
+With `fuse=True` (the comparison for dak's fused projections, dak.nn.fused_proj) the prefetch
+baseline fuses too: a layer's q/k/v (gate/up) stage their host rows back to back, so
+`PrefetchGroup` multiplies them as one staged matrix and their HBM rows as one fused HBM
+matrix (two matmuls per group instead of two per member), then gives each member its columns.
 """
 
 from __future__ import annotations
@@ -22,7 +27,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from dak.host import PinnedBuffer
+from dak.host import PinnedBuffer, device_matrix
+from dak.nn.fused_proj import GROUPS, SharedProduct
 from dak.nn.split_linear import SplitLinear
 from dak.runtime.embedding import device_view
 
@@ -56,14 +62,58 @@ class PrefetchSplit(nn.Module):
         b = split.bias
         self.register_buffer("bias_h", None if b is None else b[:self.m_h], persistent=False)
         self.register_buffer("bias_g", None if b is None else b[self.m_h:], persistent=False)
+        self._group = None  # (PrefetchGroup, index) when fused with its siblings
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self._group is not None:
+            return self._group[0].output(self._group[1], x)
         if self.m_h == 0:
             return F.linear(x, self.w_hbm, self.bias_g)
         y_h = F.linear(x, self.staged, self.bias_h)
         if self.m_h == self.out_features:
             return y_h
         return torch.cat([y_h, F.linear(x, self.w_hbm, self.bias_g)], dim=-1)
+
+
+class PrefetchGroup(SharedProduct):
+    """Sibling PrefetchSplits (q/k/v or gate/up of one layer) as one staged and one HBM matmul.
+
+    staged: the members' staged rows, back to back in the layer's staging buffer, as one
+    (sum of host rows, K) matrix. The members' HBM rows and biases become views of fused copies."""
+
+    def __init__(self, members: list[PrefetchSplit], staged: torch.Tensor):
+        super().__init__(len(members))
+        k, dt = members[0].in_features, members[0].w_hbm.dtype
+        dev = members[0].w_hbm.device
+        hr, gr = [m.m_h for m in members], [m.out_features - m.m_h for m in members]
+        self.staged = staged
+        self.w_g = device_matrix(sum(gr), k, dt, dev)
+        has_bias = members[0].bias_g is not None
+        self.b_h = torch.empty(sum(hr), dtype=dt, device=dev) if has_bias else None
+        self.b_g = torch.empty(sum(gr), dtype=dt, device=dev) if has_bias else None
+        self.cols = []  # per member: ((host a, b), (HBM a, b))
+        h = g = 0
+        with torch.no_grad():
+            for i, m in enumerate(members):
+                self.w_g[g:g + gr[i]].copy_(m.w_hbm)
+                m.w_hbm = self.w_g[g:g + gr[i]]
+                if has_bias:
+                    self.b_h[h:h + hr[i]].copy_(m.bias_h)
+                    self.b_g[g:g + gr[i]].copy_(m.bias_g)
+                m._group = (self, i)
+                self.cols.append(((h, h + hr[i]), (g, g + gr[i])))
+                h, g = h + hr[i], g + gr[i]
+        self.out = [m.out_features for m in members]
+
+    def output(self, i: int, x: torch.Tensor) -> torch.Tensor:
+        x2 = x.reshape(-1, x.shape[-1])
+        y_h, y_g = self.product(i, x, lambda: (
+            F.linear(x2, self.staged, self.b_h) if self.staged.shape[0] else None,
+            F.linear(x2, self.w_g, self.b_g) if self.w_g.shape[0] else None))
+        (ha, hb), (ga, gb) = self.cols[i]
+        parts = [y[:, a:b] for y, a, b in ((y_h, ha, hb), (y_g, ga, gb)) if b > a]
+        y = parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
+        return y.reshape(*x.shape[:-1], self.out[i])
 
 
 class LayerPrefetcher:
@@ -89,25 +139,53 @@ class LayerPrefetcher:
         self.layers = layers
         self.staging_bytes = 2 * self.stage[0].numel() * self.stage[0].element_size()
 
-    def install(self, model: nn.Module, blocks) -> None:
+    def install(self, model: nn.Module, blocks, fuse: bool = False) -> int:
+        """Swap the splits and hook the blocks; with `fuse`, group siblings (PrefetchGroup).
+        Returns the number of groups fused."""
         from dak.runtime.build import _set
         if len(blocks) != self.n:
             raise ValueError(f"{self.n} planned layers but the model has {len(blocks)} decoder layers")
+        fused = 0
         for l, ops in enumerate(self.layers):
-            off = 0
+            off, placed = 0, {}
             for name, split in ops:
                 rows = split.host_rows * split.in_features
                 if rows:
                     self.host[l].tensor[0, off:off + rows].copy_(split.w_host.reshape(-1))
                 staged = self.stage[l % 2][off:off + rows].view(split.host_rows, split.in_features)
-                _set(model, name, PrefetchSplit(split, staged))
+                placed[name] = (PrefetchSplit(split, staged), off, rows)
+                _set(model, name, placed[name][0])
                 split._host.free()
                 off += rows
+            if fuse:
+                fused += self._fuse(placed, self.stage[l % 2])
             blocks[l].register_forward_pre_hook(lambda mod, args, l=l: self._before(l))
         self.layers = []  # the swapped SplitLinears (and their pinned rows) can go now
         if self.wrap:
             blocks[-1].register_forward_hook(lambda mod, args, out: self._join())
             self._copy(0, sync=True)  # what the last layer of the previous step would have staged
+        return fused
+
+    @staticmethod
+    def _fuse(placed: dict, stage: torch.Tensor) -> int:
+        """Group the q/k/v and gate/up PrefetchSplits of one layer whose staged rows are back to back."""
+        n = 0
+        parents = {name.rpartition(".")[0] for name in placed}
+        for parent in parents:
+            for names in GROUPS:
+                got = [placed.get(f"{parent}.{leaf}") for leaf in names]
+                if any(g is None for g in got):
+                    continue
+                mods = [g[0] for g in got]
+                same = {(m.in_features, m.bias_g is None) for m in mods}
+                back_to_back = all(got[i][1] + got[i][2] == got[i + 1][1] for i in range(len(got) - 1))
+                if len(same) != 1 or not back_to_back:
+                    continue
+                k = mods[0].in_features
+                staged = stage[got[0][1]:got[0][1] + sum(g[2] for g in got)].view(-1, k)
+                PrefetchGroup(mods, staged)
+                n += 1
+        return n
 
     def _copy(self, l: int, sync: bool = False) -> None:
         if not self.sizes[l]:

@@ -23,7 +23,7 @@ import math
 from dataclasses import dataclass
 
 from dak.baselines.e2e import budget_for, prefetch_placement, roofline_bound, uva_placement
-from dak.defaults import DEFAULT_KV_AHEAD, DEFAULT_KV_BUCKETS
+from dak.defaults import DEFAULT_FUSE_PROJECTIONS, DEFAULT_KV_AHEAD, DEFAULT_KV_BUCKETS
 from dak.hardware import get_profile
 from dak.models.ops import Workload, list_operators, minimum_hbm_set
 from dak.models.spec import ModelSpec, load_config
@@ -52,6 +52,7 @@ class E2EConfig:
     repeats: int = 2
     tune: bool = False
     kv_buckets: int = DEFAULT_KV_BUCKETS  # dak systems: decode graphs per cache-length bucket (Engine)
+    fuse_projections: bool = DEFAULT_FUSE_PROJECTIONS  # q/k/v, gate/up as one matmul (dak and prefetch/uva)
     kv_ahead: bool = DEFAULT_KV_AHEAD             # dak systems: next layer's host K/V copied ahead (Engine)
     real_capacity: str | None = None   # a model placed from the GPU's real free HBM
     rc_batch: int = 32
@@ -213,7 +214,8 @@ def describe(cases: list[Case], cfg: E2EConfig) -> str:
     hdr = (f"{'model':<12}{'B':>5}{'x':>7}  {'system':<16}{'host':>11}{'HBM':>11}{'predicted':>11}"
            f"{'bound':>11}{'est.':>8}  note")
     lines = [f"dak bench e2e: {len(cases)} cases on {cfg.hardware}, prompt {cfg.prompt_len}, "
-             f"gen {cfg.gen_len}, {cfg.dtype}, repeats {cfg.repeats}, tune {cfg.tune}, kv buckets {cfg.kv_buckets}, kv ahead {cfg.kv_ahead}", hdr, "-" * len(hdr)]
+             f"gen {cfg.gen_len}, {cfg.dtype}, repeats {cfg.repeats}, tune {cfg.tune}, kv buckets {cfg.kv_buckets}, "
+             f"kv ahead {cfg.kv_ahead}, fused projections {cfg.fuse_projections}", hdr, "-" * len(hdr)]
     total = 0.0
     for c in cases:
         est = estimate_s(c, cfg.repeats)

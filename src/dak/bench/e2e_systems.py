@@ -58,28 +58,30 @@ def build_dak(case: Case, cfg: E2EConfig) -> Built:
     w = case.workload
     kw = dict(hardware=cfg.hardware, batch=w.batch, prompt_len=w.prompt_len, gen_len=w.gen_len,
               dtype=DTYPES[cfg.dtype], seed=cfg.seed, tune=cfg.tune and torch.cuda.is_available(),
-              kv_buckets=cfg.kv_buckets, kv_ahead=cfg.kv_ahead)
+              kv_buckets=cfg.kv_buckets, kv_ahead=cfg.kv_ahead, fuse_projections=cfg.fuse_projections)
     if case.system == "all-hbm":
         model = dak.offload(case.model, host_ratio=0.0, **kw)
     else:
         model = dak.offload(case.model, hbm_budget=case.budget, policy=case.system.removeprefix("dak-"), **kw)
     pl = model.dak_placement
     return Built(_engine_run(model.dak_engine), model.dak_free, pl, pl.host_bytes, model.dak_engine.graphs,
-                 engine=model.dak_engine)
+                 {"fused_groups": model.dak_fused}, model.dak_engine)
 
 
 def build_swapped(case: Case, cfg: E2EConfig) -> Built:
     from dak.baselines.e2e import build_placed, install_prefetch, swap_uva
     from dak.runtime.engine import Engine
     w, dtype = case.workload, DTYPES[cfg.dtype]
+    fuse = cfg.fuse_projections
     model, kv = build_placed(case.cfg, case.placement, batch=w.batch, max_len=w.prompt_len + w.gen_len,
-                             dtype=dtype, seed=cfg.seed, tune=cfg.tune and torch.cuda.is_available())
+                             dtype=dtype, seed=cfg.seed, tune=cfg.tune and torch.cuda.is_available(),
+                             fuse_projections=fuse and case.system == "uva")  # prefetch fuses its own
     extra, info = None, {}
     if case.system == "uva":
-        info["uva_modules"] = swap_uva(model)
+        info["uva_modules"], info["fused_groups"] = swap_uva(model), model.dak_fused
     else:
-        pre = install_prefetch(model, case.placement, dtype)
-        extra, info["staging_bytes"] = pre.free, pre.staging_bytes
+        pre = install_prefetch(model, case.placement, dtype, fuse)
+        extra, info["staging_bytes"], info["fused_groups"] = pre.free, pre.staging_bytes, pre.fused
     engine = Engine(model, kv)
     return Built(_engine_run(engine), _free_model(model, kv, extra), case.placement,
                  case.placement.host_bytes, engine.graphs, info, engine)

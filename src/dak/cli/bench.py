@@ -42,6 +42,10 @@ def add_parser(sub) -> None:
     e.add_argument("--kv-ahead", action=argparse.BooleanOptionalAction, default=d.kv_ahead,
                    help="dak systems: queue each layer's host K/V copy during the layer before "
                         f"(default {'on' if d.kv_ahead else 'off'})")
+    e.add_argument("--fuse-projections", action=argparse.BooleanOptionalAction, default=d.fuse_projections,
+                   help="all systems: q/k/v and gate/up sets multiplied as one matrix where the plan keeps "
+                        f"them in HBM (prefetch fuses its staged and HBM rows alike; default "
+                        f"{'on' if d.fuse_projections else 'off'})")
     e.add_argument("--real-capacity", default=None, metavar="MODEL",
                    help="also place MODEL from the GPU's real free HBM (e.g. llama-2-70b)")
     e.add_argument("--rc-batch", default=str(d.rc_batch), help=f"real-capacity batch (default {d.rc_batch})")
@@ -80,7 +84,7 @@ def config_from(args):
         ratios=tuple(_percent(r) for r in _list(args.ratios)), systems=_list(args.systems),
         hardware=args.hardware, dtype=args.dtype, seed=_int("--seed", args.seed),
         repeats=_int("--repeats", args.repeats), tune=args.tune, kv_buckets=_int("--kv-buckets", args.kv_buckets),
-        kv_ahead=args.kv_ahead,
+        kv_ahead=args.kv_ahead, fuse_projections=args.fuse_projections,
         real_capacity=args.real_capacity,
         rc_batch=_int("--rc-batch", args.rc_batch), rc_prompt_len=_int("--rc-prompt-len", args.rc_prompt_len),
         rc_gen_len=_int("--rc-gen-len", args.rc_gen_len), rc_systems=_list(args.rc_systems),

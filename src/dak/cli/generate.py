@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from ..defaults import DEFAULT_KV_AHEAD, DEFAULT_KV_BUCKETS, DEFAULT_POLICY
+from ..defaults import DEFAULT_FUSE_PROJECTIONS, DEFAULT_KV_AHEAD, DEFAULT_KV_BUCKETS, DEFAULT_POLICY
 from ..units import format_bandwidth, format_bytes, format_time, parse_ratio
 from .plan import _int
 
@@ -42,6 +42,9 @@ def add_parser(sub) -> None:
     p.add_argument("--kv-ahead", action=argparse.BooleanOptionalAction, default=DEFAULT_KV_AHEAD,
                    help="queue each layer's host K/V copy during the layer before (two extra HBM slots of one "
                         f"layer's staged K/V; default {'on' if DEFAULT_KV_AHEAD else 'off'})")
+    p.add_argument("--fuse-projections", action=argparse.BooleanOptionalAction, default=DEFAULT_FUSE_PROJECTIONS,
+                   help="multiply all-HBM q/k/v and gate/up sets as one matrix each (default "
+                        f"{'on' if DEFAULT_FUSE_PROJECTIONS else 'off'})")
     p.add_argument("--baseline", default=None, help="run a baseline instead of dak at the same --host-ratio: "
                                                     "all-hbm | prefetch | uva | accelerate (see `dak bench e2e`)")
     p.set_defaults(func=run)
@@ -77,7 +80,8 @@ def run(args) -> int:
                         prompt_len=plen, gen_len=glen, policy=args.policy, host_ratio=ratio,
                         dtype=dtypes[args.dtype], seed=seed, tune=args.tune and gpu,
                         graphs=False if args.no_graphs else None,
-                        kv_buckets=_int("--kv-buckets", args.kv_buckets), kv_ahead=args.kv_ahead)
+                        kv_buckets=_int("--kv-buckets", args.kv_buckets), kv_ahead=args.kv_ahead,
+                        fuse_projections=args.fuse_projections)
     try:
         out = model.generate(ids, max_new_tokens=glen, do_sample=args.sample)
         print(report(model.dak_placement, model.dak_last, batch, model.dak_engine.graphs))
@@ -85,6 +89,8 @@ def run(args) -> int:
             n = model.dak_engine.kv_ahead_layers
             print(f"kv-ahead: {n} layer(s) stage host K/V ahead" if n else
                   "kv-ahead: no layer stages host K/V through the copy engine here, so nothing was copied ahead")
+        if args.fuse_projections:
+            print(f"fused projections: {model.dak_fused} q/k/v or gate/up set(s) multiply as one matrix")
         if args.prompt is not None:
             tok = _tokenizer(model_name)
             print("output:", tok.decode(out[0].tolist(), skip_special_tokens=True))

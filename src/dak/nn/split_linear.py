@@ -83,6 +83,7 @@ class SplitLinear(nn.Module):
         self._configs: dict[int, KernelConfig] = {}
         self._staging: torch.Tensor | None = None  # shared copy-engine staging (see split_linear_ce)
         self._ahead = None  # copy-ahead chain entry for decode steps (dak.kernels.copy_ahead)
+        self._group = None  # (ProjectionGroup, index) when fused with its siblings (dak.nn.fused_proj)
         self._gpu = gpu_name(device)
         self._sms = sm_count(device)
 
@@ -170,7 +171,8 @@ class SplitLinear(nn.Module):
         lead = x.shape[:-1]
         x2 = x.reshape(-1, self.in_features)
         if self.host_rows == 0:
-            y = F.linear(x2, self.w_hbm, self.bias)
+            y = (F.linear(x2, self.w_hbm, self.bias) if self._group is None
+                 else self._group[0].output(self._group[1], x, x2))
         else:
             cfg = self._configs.get(token_bucket(x2.shape[0]))
             if cfg is None:

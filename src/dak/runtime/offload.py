@@ -23,7 +23,7 @@ from dak.hardware import HardwareProfile, get_profile
 from dak.models.ops import Workload, list_operators, minimum_hbm_set
 from dak.models.spec import ModelSpec, load_config
 from dak.planner import plan
-from dak.defaults import DEFAULT_KV_AHEAD, DEFAULT_KV_BUCKETS, DEFAULT_POLICY
+from dak.defaults import DEFAULT_FUSE_PROJECTIONS, DEFAULT_KV_AHEAD, DEFAULT_KV_BUCKETS, DEFAULT_POLICY
 from dak.runtime.engine import Engine, Sampling, kv_bucket_caps
 from dak.runtime.kv import ATTN_NAME, DakKV, register
 from dak.runtime_env import kernel_device
@@ -117,7 +117,8 @@ def offload(model: str | nn.Module, *, hbm_budget=None, hardware: str | Hardware
             batch: int = 1, max_len: int | None = None, prompt_len: int | None = None,
             gen_len: int | None = None, policy: str = DEFAULT_POLICY, host_ratio: float | None = None,
             dtype: torch.dtype = torch.bfloat16, seed: int = 0, tune: bool = True,
-            graphs: bool | None = None, kv_buckets: int = DEFAULT_KV_BUCKETS, kv_ahead: bool = DEFAULT_KV_AHEAD) -> nn.Module:
+            graphs: bool | None = None, kv_buckets: int = DEFAULT_KV_BUCKETS, kv_ahead: bool = DEFAULT_KV_AHEAD,
+            fuse_projections: bool = DEFAULT_FUSE_PROJECTIONS) -> nn.Module:
     """Offload `model` (built-in name, local checkpoint folder, or an HF model) for one GPU."""
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be torch.bfloat16 or torch.float16, got {dtype}")
@@ -132,12 +133,14 @@ def offload(model: str | nn.Module, *, hbm_budget=None, hardware: str | Hardware
     spec = ModelSpec.from_config(cfg, name=name)
     w = workload_for(batch, max_len, prompt_len, gen_len, dtype)
     kv_bucket_caps(w.prompt_len + w.gen_len, kv_buckets)  # bad values fail before anything is allocated
-    if not isinstance(kv_ahead, bool):
-        raise ValueError(f"kv_ahead must be True or False, got {kv_ahead!r}")
+    for flag, value in (("kv_ahead", kv_ahead), ("fuse_projections", fuse_projections)):
+        if not isinstance(value, bool):
+            raise ValueError(f"{flag} must be True or False, got {value!r}")
     check_head_dim(spec)
     placement = placement_for(spec, w, profile, hbm_budget, policy, host_ratio)
     model, kv = build_model(cfg, placement, dtype=dtype, seed=seed, tune=tune, folder=folder,
-                            module=model if isinstance(model, nn.Module) else None, name=name, kv_ahead=kv_ahead)
+                            module=model if isinstance(model, nn.Module) else None, name=name, kv_ahead=kv_ahead,
+                            fuse_projections=fuse_projections)
     engine = Engine(model, kv, graphs, kv_buckets=kv_buckets, kv_ahead=kv_ahead)
     model.dak_placement, model.dak_kv, model.dak_engine = placement, kv, engine
     model.generate = types.MethodType(_generate, model)
@@ -154,12 +157,15 @@ def check_head_dim(spec: ModelSpec) -> None:
 
 def build_model(cfg: dict, placement, *, dtype: torch.dtype, seed: int = 0, tune: bool = True,
                 folder: str | None = None, module: nn.Module | None = None, name: str = "custom",
-                kv_ahead: bool = DEFAULT_KV_AHEAD):
+                kv_ahead: bool = DEFAULT_KV_AHEAD, fuse_projections: bool = DEFAULT_FUSE_PROJECTIONS):
     """(model, DakKV): the HF model of `cfg` built into `placement`'s homes.
 
     Weights come from `folder` (safetensors), from `module` (an HF model, copied into the
     homes), or a seeded fill that does not depend on the placement. Memory is checked first.
+    fuse_projections: all-HBM q/k/v and gate/up sets multiply as one matrix (dak.nn.fused_proj);
+    `model.dak_fused` says how many sets were fused.
     """
+    from dak.nn.fused_proj import fuse_projections as fuse
     from dak.runtime.build import fill_random, place, skeleton
     from dak.runtime.checkpoint import load_checkpoint
     from dak.runtime.fused import install as install_fused
@@ -177,6 +183,7 @@ def build_model(cfg: dict, placement, *, dtype: torch.dtype, seed: int = 0, tune
     check_memory(placement, sum(host_req) * per_request, device, kv_staging if device.type == "cuda" else 0)
     model = module.to(dtype) if module is not None else skeleton(hf_config(cfg), dtype)
     host_requests = place(model, placement, device, tune)
+    model.dak_fused = fuse(model) if fuse_projections else 0  # before filling: loaders write into the views
     if folder is not None:
         load_checkpoint(model, folder)
     elif module is None:
