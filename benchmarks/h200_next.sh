@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh U|T|S|R|Q|P|L|M|N|K|J|I|G|H|F|A|B|C|D|E
+#   bash benchmarks/h200_next.sh V|U|T|S|R|Q|P|L|M|N|K|J|I|G|H|F|A|B|C|D|E
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy has no .git).
 set -u
@@ -16,6 +16,14 @@ step() {  # step SECONDS COMMAND...: run with a time limit, log the tail, never 
     rm -f "$OUT/.step.log"
 }
 case "$1" in
+V)  # fused projections (opt-in): their GPU tests, then dak and prefetch with and without fusion, same call
+    step 120 python3 -m pytest -q -m gpu tests/test_runtime_gpu.py::test_fused_projection_graphs_match_hf_eager \
+        tests/test_bench_e2e_gpu.py
+    step 200 python3 -m dak bench e2e --models llama-2-7b,llama-3-8b,opt-6.7b --batch 8 --ratios 0,1,2,5 \
+        --systems dak-consolidated,prefetch --no-fuse-projections --out "$OUT/e2e-unfused.json"
+    step 200 python3 -m dak bench e2e --models llama-2-7b,llama-3-8b,opt-6.7b --batch 8 --ratios 0,1,2,5 \
+        --systems dak-consolidated,prefetch --fuse-projections --out "$OUT/e2e-fused.json"
+    ;;
 S)  # the GPU tests the whole-suite run of session 6 did not reach (the rest passed at 077285a); where OPT-30B's step loses to prefetch
     step 420 python3 -m pytest -q -m gpu tests/test_split_attention_gpu.py tests/test_split_linear_gpu.py \
         tests/test_split_linear_large_n_gpu.py
@@ -167,6 +175,6 @@ D)  # issue 5: OPT-30B, first half of the ratios (then 10,20,40 with --append)
     step 560 python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 0,1,2,5 \
         --systems dak-consolidated,dak-uniform,prefetch,uva --out "$OUT/e2e-opt-30b.json"
     ;;
-*)  echo "usage: bash benchmarks/h200_next.sh U|T|S|R|Q|P|L|M|N|K|J|I|G|H|F|A|B|C|D|E" >&2; exit 2 ;;
+*)  echo "usage: bash benchmarks/h200_next.sh V|U|T|S|R|Q|P|L|M|N|K|J|I|G|H|F|A|B|C|D|E" >&2; exit 2 ;;
 esac
 tail -c 3000 "$log"
