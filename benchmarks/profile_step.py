@@ -108,7 +108,7 @@ POLICIES = ("consolidated", "greedy", "uniform")  # dak.offload policies
 BASELINES = ("prefetch", "uva")  # built as `dak bench e2e` builds them, same Engine and graphs
 
 
-def build(model_name, w, ratio, policy):
+def build(model_name, w, ratio, policy, fuse=False):
     """(engine, placement, free) for `policy` at host ratio `ratio` (dak: the placement `bench e2e`
     gives that x; baselines: `bench e2e`'s own case for that x)."""
     from dak.baselines.e2e import budget_for
@@ -118,7 +118,7 @@ def build(model_name, w, ratio, policy):
         from dak.bench.e2e_cases import E2EConfig, plan_cases
         from dak.bench.e2e_systems import REGISTRY
         cfg = E2EConfig(models=(model_name,), batches=(w.batch,), prompt_len=w.prompt_len, gen_len=w.gen_len,
-                        ratios=(ratio,), systems=(policy,), tune=False)
+                        ratios=(ratio,), systems=(policy,), tune=False, fuse_projections=fuse)
         case, = plan_cases(cfg)
         if case.skip:
             raise ValueError(f"{policy} at x = {ratio:g}: {case.skip}")
@@ -131,14 +131,14 @@ def build(model_name, w, ratio, policy):
     else:
         raise ValueError(f"unknown policy {policy!r}: use one of {POLICIES + BASELINES}")
     model = dak.offload(model_name, batch=w.batch, prompt_len=w.prompt_len, gen_len=w.gen_len,
-                        policy=policy, tune=False, **kw)
+                        policy=policy, tune=False, fuse_projections=fuse, **kw)
     return model.dak_engine, model.dak_placement, model.dak_free
 
 
-def run(model_name, batch, prompt_len, gen_len, ratio, steps, policy="consolidated"):
+def run(model_name, batch, prompt_len, gen_len, ratio, steps, policy="consolidated", fuse=False):
     from dak.models import Workload
     w = Workload("decode", batch, prompt_len, gen_len + 2 * steps, "bf16")  # eager steps, then graph replays
-    engine, placement, free = build(model_name, w, ratio, policy)
+    engine, placement, free = build(model_name, w, ratio, policy, fuse)
     try:
         ids = torch.randint(3, engine.model.config.vocab_size, (batch, prompt_len))
         tpot = engine.generate(ids.to(engine.device), gen_len).tpot_s  # warm-up, graph capture, TPOT
@@ -147,7 +147,7 @@ def run(model_name, batch, prompt_len, gen_len, ratio, steps, policy="consolidat
         eager.prefill(ids_dev, torch.full((batch,), prompt_len, dtype=torch.int32, device=eager.device))
         table, busy = profile_steps(eager, steps)
         timeline = graph_timeline(engine, steps)
-        return {"model": model_name, "batch": batch, "x_req": ratio, "policy": policy,
+        return {"model": model_name, "batch": batch, "x_req": ratio, "policy": policy, "fused_projections": fuse,
                 "offload_ratio": placement.offload_ratio, "tpot_graph_s": tpot,
                 "planned_step_s": placement.step_time_s, "busy_us_per_step": busy,
                 "categories": {c: {"kernels_per_step": n, "us_per_step": us} for c, (n, us) in
@@ -167,6 +167,7 @@ def main(argv=None):
     ap.add_argument("--policy", default="consolidated", choices=POLICIES + BASELINES,
                     help="a dak policy, or a baseline of `dak bench e2e` (prefetch, uva)")
     ap.add_argument("--steps", type=int, default=4, help="profiled eager decode steps")
+    ap.add_argument("--fuse-projections", action="store_true", help="q/k/v and gate/up as one matmul (dak.nn.fused_proj)")
     ap.add_argument("--out", default="step-profile.json")
     a = ap.parse_args(argv)
     name = a.model
@@ -175,7 +176,7 @@ def main(argv=None):
         name, a.batch, a.prompt_len, a.gen_len, a.steps = "tiny-llama", 2, 4, 2, 1
     rows = []
     for r in (float(v) for v in a.ratios.split(",") if v):
-        row = run(name, a.batch, a.prompt_len, a.gen_len, r, a.steps, a.policy)
+        row = run(name, a.batch, a.prompt_len, a.gen_len, r, a.steps, a.policy, a.fuse_projections)
         rows.append(row)
         how = "graph" if torch.cuda.is_available() else "interpreter"
         print(f"{name} B={a.batch} x={100 * r:.1f}% {a.policy}: TPOT {1e3 * row['tpot_graph_s']:.2f} ms ({how}), "

@@ -15,10 +15,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import profile_step  # noqa: E402
 
 
-@pytest.mark.parametrize("policy", ["consolidated", "prefetch"])
-def test_profiles_a_dak_policy_and_a_baseline(policy):
-    row = profile_step.run("tiny-llama", 2, 4, 2, 0.1, 1, policy)
-    assert row["policy"] == policy and row["x_req"] == 0.1
+@pytest.mark.parametrize("policy,fuse", [("consolidated", False), ("prefetch", False), ("prefetch", True)])
+def test_profiles_a_dak_policy_and_a_baseline(policy, fuse):
+    row = profile_step.run("tiny-llama", 2, 4, 2, 0.1, 1, policy, fuse)
+    assert row["policy"] == policy and row["x_req"] == 0.1 and row["fused_projections"] == fuse
     assert 0 < row["offload_ratio"] < 0.5 and row["tpot_graph_s"] > 0
     assert row["busy_us_per_step"] == pytest.approx(sum(c["us_per_step"] for c in row["categories"].values()))
     assert row["categories"]
