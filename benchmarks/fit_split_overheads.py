@@ -9,6 +9,11 @@ time of split attention. Prints the coefficients on all runs, then fitted on all
 one and checked on it.
 
     PYTHONPATH=src python3 benchmarks/fit_split_overheads.py --results a.json,b.json
+    PYTHONPATH=src python3 benchmarks/fit_split_overheads.py --results a.json --fix attention_host_excess=0.2
+
+`--fix NAME=VALUE` holds a coefficient (one of COEFFS) and fits the others; either way the
+script ends with how many runs the profile's own coefficients and the fitted ones predict
+within 10%.
 
 History of the `h200-pcie` preset's inplace_op_overhead_s, copy_op_overhead_s and
 attention_host_excess: 5.3 us / 23.4 us / 0.9 from e2e-h200.json (greedy and uniform runs with
@@ -29,6 +34,7 @@ from dak.planner import plan
 from dak.planner.overhead import split_overhead
 
 FEATURES = ("inplace ops", "copy-engine ops", "host-KV link s")
+COEFFS = ("inplace_op_overhead_s", "copy_op_overhead_s", "attention_host_excess")  # the profile fields
 
 
 SYSTEMS = ("dak-greedy", "dak-consolidated", "dak-uniform")
@@ -38,8 +44,7 @@ def samples(rows, profile):
     bare = dataclasses.replace(profile, inplace_op_overhead_s=0.0, copy_op_overhead_s=0.0,
                                attention_host_excess=0.0)
     # each feature is the planner's own split_overhead with one coefficient set to 1
-    units = [dataclasses.replace(bare, **{f: 1.0}) for f in
-             ("inplace_op_overhead_s", "copy_op_overhead_s", "attention_host_excess")]
+    units = [dataclasses.replace(bare, **{f: 1.0}) for f in COEFFS]
     out, seen = [], set()
     for r in rows:
         key = (r["model"], r["batch"], r["x_req"], r["system"])
@@ -58,17 +63,46 @@ def samples(rows, profile):
     return out
 
 
-def fit(data):
+def fit(data, fixed: dict | None = None):
+    """Least-squares coefficients (in COEFFS order); `fixed` {index: value} are held."""
+    fixed = fixed or {}
+    free = [i for i in range(len(COEFFS)) if i not in fixed]
+    c = np.zeros(len(COEFFS))
+    for i, v in fixed.items():
+        c[i] = v
     a = np.array([d["f"] for d in data])
-    y = np.array([d["measured"] - d["predicted"] for d in data])
-    return np.linalg.lstsq(a, y, rcond=None)[0]
+    y = np.array([d["measured"] - d["predicted"] for d in data]) - a @ c
+    if free:
+        c[free] = np.linalg.lstsq(a[:, free], y, rcond=None)[0]
+    return c
+
+
+def within(data, c) -> int:
+    """Runs whose prediction with coefficients `c` is within 10% of the measured TPOT."""
+    return sum(abs((d["predicted"] + c @ d["f"]) / d["measured"] - 1) <= 0.1 for d in data)
+
+
+def parse_fix(items) -> dict:
+    fixed = {}
+    for item in items:
+        name, _, value = item.partition("=")
+        if name not in COEFFS or not value:
+            raise SystemExit(f"--fix takes NAME=VALUE with NAME one of {', '.join(COEFFS)}; got {item!r}")
+        try:
+            fixed[COEFFS.index(name)] = float(value)
+        except ValueError:
+            raise SystemExit(f"--fix {item!r}: {value!r} is not a number") from None
+    return fixed
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--results", default="benchmarks/results/e2e-h200.json", help="comma list of result JSONs")
     ap.add_argument("--hardware", default="h200-pcie")
+    ap.add_argument("--fix", action="append", default=[], metavar="NAME=VALUE",
+                    help=f"hold a coefficient ({', '.join(COEFFS)}); repeatable")
     a = ap.parse_args(argv)
+    fixed = parse_fix(a.fix)
     payloads = []
     for path in (p for p in a.results.split(",") if p):
         try:
@@ -78,19 +112,24 @@ def main(argv=None):
                 raise ValueError("no 'rows' in it")
         except (OSError, ValueError) as e:
             raise SystemExit(f"cannot read `dak bench e2e` rows from {path!r}: {e}") from None
-    data = samples(merge_rows(payloads), get_profile(a.hardware))  # a case in several files: the last file's row
-    if len(data) < len(FEATURES):
+    profile = get_profile(a.hardware)
+    data = samples(merge_rows(payloads), profile)  # a case in several files: the last file's row
+    if len(data) < len(FEATURES) - len(fixed):
         raise SystemExit(f"{a.results}: only {len(data)} dak runs at x > 0; need at least {len(FEATURES)}")
-    c = fit(data)
-    print(f"{len(data)} runs: " + ", ".join(f"{n} {v:.4g}" for n, v in zip(FEATURES, c)))
+    c_all = fit(data, fixed)
+    print(f"{len(data)} runs: " + ", ".join(f"{n} {v:.4g}{' (held)' if i in fixed else ''}"
+                                           for i, (n, v) in enumerate(zip(FEATURES, c_all))))
     for held in sorted({d["model"] for d in data}):
-        c = fit([d for d in data if d["model"] != held])
+        c = fit([d for d in data if d["model"] != held], fixed)
         for sys_ in SYSTEMS:
             q = [(d["predicted"] + c @ d["f"]) / d["measured"] for d in data
                  if d["model"] == held and d["system"] == sys_]
             if q:
                 print(f"held out {held} {sys_}: predicted/measured {', '.join(f'{v:.2f}' for v in q)}; "
                       f"within 10%: {sum(abs(v - 1) <= 0.1 for v in q)} of {len(q)}")
+    own = np.array([getattr(profile, f) for f in COEFFS])
+    print(f"within 10%: {within(data, own)} of {len(data)} with {profile.name}'s coefficients, "
+          f"{within(data, c_all)} with the fitted ones (in-sample)")
 
 
 if __name__ == "__main__":
