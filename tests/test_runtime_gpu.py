@@ -128,3 +128,16 @@ def test_fused_projection_graphs_match_hf_eager(checkpoints, family):
     seq = model.generate(ids, max_new_tokens=steps)
     assert _check_tokens(hf, seq, steps) >= 2 * steps - 1
     model.dak_free()
+
+
+def test_eos_stopping_with_graphs_equals_eager(checkpoints):
+    """EOS bookkeeping around the replayed decode graph (dak.runtime.stopping) gives the eager tokens."""
+    _, path = checkpoints["tiny-llama"]
+    model = dak.offload(path, batch=3, max_len=70, host_ratio=0.3, dtype=torch.bfloat16, tune=False)
+    ids = torch.randint(3, model.config.vocab_size, (3, 5), device="cuda")
+    free = model.dak_engine.generate(ids, 64).tokens
+    eos = [int(free[r, 10 + 3 * r]) for r in range(3)]
+    graphed = model.dak_engine.generate(ids, 64, eos_token_id=eos, pad_token_id=0).tokens.clone()
+    eager = Engine(model, model.dak_kv, graphs=False).generate(ids, 64, eos_token_id=eos, pad_token_id=0).tokens
+    assert graphed.shape[1] <= 17 and torch.equal(graphed, eager)
+    model.dak_free()

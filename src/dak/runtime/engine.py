@@ -21,6 +21,7 @@ from dak.kernels.copy_ahead import copy_ahead_step, link_chain, record_chain
 from dak.kernels.streams import side_stream
 from dak.runtime.fused import fused
 from dak.runtime.kv_ahead import kv_ahead_step
+from dak.runtime.stopping import EosStop
 from dak.runtime.kv import DakKV
 
 
@@ -210,19 +211,26 @@ class Engine:
 
     @torch.no_grad()
     def generate(self, ids: torch.Tensor, max_new_tokens: int, prompt_lengths: torch.Tensor | None = None,
-                 sampling: Sampling = Sampling()) -> GenerateResult:
-        """Generate `max_new_tokens` tokens for each of the (B <= batch, L) prompts."""
+                 sampling: Sampling = Sampling(), eos_token_id=None, pad_token_id=None) -> GenerateResult:
+        """Generate `max_new_tokens` tokens for each of the (B <= batch, L) prompts.
+
+        eos_token_id (an id or a list): a request stops at its first EOS (later tokens are
+        `pad_token_id`, default the first EOS id), and generation ends once all have stopped
+        (dak.runtime.stopping); the result then has fewer than max_new_tokens columns."""
         ids, plen, b = self._check(ids, max_new_tokens, prompt_lengths)
+        stop = None if eos_token_id is None else EosStop(eos_token_id, pad_token_id, self.model.config.vocab_size,
+                                                         self.batch, b, self.device)
         self.prepare(sampling)
         out = torch.empty(self.batch, max_new_tokens, dtype=torch.long, device=self.device)
         self._sync()
         t0 = time.perf_counter()
         self.tok.copy_(sample(self.prefill(ids, plen), sampling))
-        out[:, 0] = self.tok
+        self._record(out, 0, stop)
         self._sync()
         t1 = time.perf_counter()
         graphs = self._bucket_graphs.get(sampling)
         bucketed = len(self.kv_caps) > 1
+        steps = max_new_tokens - 1
         try:
             for t in range(1, max_new_tokens):
                 need = ids.shape[1] + t  # the longest request's keys after this step's append
@@ -232,13 +240,22 @@ class Engine:
                     if bucketed:
                         self.kv.set_copy_rows(need)
                     self._step(sampling)
-                out[:, t] = self.tok
+                self._record(out, t, stop)
+                if stop is not None and stop.finished(t):
+                    steps = t
+                    break
         finally:
             self.kv.set_copy_rows(None)
         self._sync()
         t2 = time.perf_counter()
-        steps = max_new_tokens - 1
-        return GenerateResult(out[:b], t1 - t0, (t2 - t1) / steps if steps else 0.0, steps)
+        cols = steps + 1 if stop is None else stop.length(steps + 1)
+        return GenerateResult(out[:b, :cols], t1 - t0, (t2 - t1) / steps if steps else 0.0, steps)
+
+    def _record(self, out: torch.Tensor, t: int, stop) -> None:
+        if stop is None:
+            out[:, t] = self.tok
+        else:
+            stop.record(out, t, self.tok)
 
     def _sync(self):
         if self.device.type == "cuda":

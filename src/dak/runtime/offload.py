@@ -198,13 +198,16 @@ def build_model(cfg: dict, placement, *, dtype: torch.dtype, seed: int = 0, tune
 
 
 def _generate(self, input_ids: torch.Tensor, max_new_tokens: int = 32, do_sample: bool = False,
-              temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0, prompt_lengths=None, **unused):
-    """HF-style generate: returns (B, L + max_new_tokens) ids (prompt followed by new tokens)."""
+              temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0, prompt_lengths=None,
+              eos_token_id=None, pad_token_id=None, **unused):
+    """HF-style generate: returns (B, L + new) ids, the prompt followed by max_new_tokens new tokens,
+    or fewer when every request reached `eos_token_id` (later tokens of a stopped request are
+    `pad_token_id`). Without eos_token_id it always generates max_new_tokens."""
     if unused:
         raise ValueError(f"dak's generate does not support {sorted(unused)}; it takes max_new_tokens, "
-                         "do_sample, temperature, top_k, top_p, prompt_lengths")
+                         "do_sample, temperature, top_k, top_p, prompt_lengths, eos_token_id, pad_token_id")
     res = self.dak_engine.generate(input_ids, max_new_tokens, prompt_lengths,
-                                   Sampling(do_sample, temperature, top_k, top_p))
+                                   Sampling(do_sample, temperature, top_k, top_p), eos_token_id, pad_token_id)
     self.dak_last = res
     return torch.cat([input_ids.to(res.tokens.device), res.tokens], dim=1)
 

@@ -1,0 +1,58 @@
+"""Stopping at EOS around the static decode step (dak.runtime.stopping), CPU."""
+
+import os
+
+import pytest
+import torch
+
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import dak  # noqa: E402
+from dak.runtime import stopping  # noqa: E402
+from dak.runtime.stopping import EosStop  # noqa: E402
+
+
+def test_tokens_after_eos_are_pad_and_the_flag_is_read_only_every_few_steps():
+    stop = EosStop([7, 9], 0, vocab=20, batch=3, real=2, device="cpu")
+    out = torch.full((3, 6), -1)
+    steps = [[1, 7, 3], [7, 2, 9], [5, 4, 4], [9, 9, 9]]  # per step: tokens of the 3 static rows
+    for t, toks in enumerate(steps):
+        stop.record(out, t, torch.tensor(toks))
+    assert out[:, :4].tolist() == [[1, 7, 0, 0], [7, 0, 0, 0], [0, 0, 0, 0]]  # row 2 is batch padding
+    assert stop.length(6) == 2  # both real requests had stopped by step 1
+    assert not stop.finished(2) and stop.finished(stopping.CHECK_EVERY - 1)
+    running = EosStop(7, None, vocab=20, batch=2, real=2, device="cpu")
+    running.record(torch.zeros(2, 3, dtype=torch.long), 0, torch.tensor([7, 1]))
+    assert running.length(3) == 3 and not running.finished(stopping.CHECK_EVERY - 1)
+    assert running.pad.item() == 7  # pad defaults to the first EOS id, as in HF
+
+
+@pytest.mark.parametrize("bad,message", [
+    (dict(eos_token_id=-1), "outside the vocabulary"),
+    (dict(eos_token_id=[]), "non-empty list"),
+    (dict(eos_token_id=True), "token id"),
+    (dict(eos_token_id=3, pad_token_id=10**6), "pad_token_id"),
+])
+def test_bad_ids_are_refused(bad, message):
+    with pytest.raises(ValueError, match=message):
+        EosStop(bad["eos_token_id"], bad.get("pad_token_id"), vocab=100, batch=2, real=2, device="cpu")
+
+
+def test_generate_stops_where_hf_would():
+    model = dak.offload("tiny-llama", batch=3, max_len=24, host_ratio=0.3, dtype=torch.float16, tune=False,
+                        graphs=False)
+    try:
+        ids = torch.randint(3, 900, (2, 4), generator=torch.Generator().manual_seed(5))
+        free = model.generate(ids, max_new_tokens=20)[:, 4:]  # no EOS: the full length
+        assert free.shape == (2, 20)
+        eos = [int(free[0, 3]), int(free[1, 5])]  # both requests reach an EOS by step 5
+        got = model.generate(ids, max_new_tokens=20, eos_token_id=eos, pad_token_id=0)[:, 4:]
+        first = [int(torch.isin(row, torch.tensor(eos)).nonzero()[0]) for row in free]
+        assert max(first) <= 5 and got.shape[1] == max(first) + 1  # trimmed at the last request's EOS
+        for r, f in enumerate(first):
+            assert torch.equal(got[r, :f + 1], free[r, :f + 1]) and not got[r, f + 1:].any()
+        # the stop flag is read at step CHECK_EVERY - 1: decoding ran that many steps, not 19
+        assert model.dak_last.steps == stopping.CHECK_EVERY - 1
+    finally:
+        model.dak_free()
