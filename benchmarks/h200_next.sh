@@ -18,7 +18,7 @@ step() {  # step SECONDS COMMAND...: run with a time limit, log the tail, never 
 case "$1" in
 V)  # fused projections (opt-in): their GPU tests, then dak and prefetch with and without fusion, same call
     step 120 python3 -m pytest -q -m gpu tests/test_runtime_gpu.py::test_fused_projection_graphs_match_hf_eager \
-        tests/test_bench_e2e_gpu.py
+        tests/test_runtime_gpu.py::test_eos_stopping_with_graphs_equals_eager tests/test_bench_e2e_gpu.py
     step 200 python3 -m dak bench e2e --models llama-2-7b,llama-3-8b,opt-6.7b --batch 8 --ratios 0,1,2,5 \
         --systems dak-consolidated,prefetch --no-fuse-projections --out "$OUT/e2e-unfused.json"
     step 200 python3 -m dak bench e2e --models llama-2-7b,llama-3-8b,opt-6.7b --batch 8 --ratios 0,1,2,5 \
