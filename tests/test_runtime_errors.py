@@ -117,6 +117,9 @@ def test_cli_generate_runs_and_rejects_bad_input(capsys):
                  "--host-ratio", "0", "--fuse-projections"]) == 0
     assert "fused projections: " in capsys.readouterr().out
     assert main(["generate", "--model", "tiny-llama", "--batch", "1", "--prompt-len", "3", "--gen-len", "2",
+                 "--host-ratio", "0", "--stop-at-eos"]) == 0
+    assert "TPOT" in capsys.readouterr().out
+    assert main(["generate", "--model", "tiny-llama", "--batch", "1", "--prompt-len", "3", "--gen-len", "2",
                  "--host-ratio", "0.5", "--baseline", "uva"]) == 0
     assert "uva: TPOT" in capsys.readouterr().out
     for argv, msg in ((["--host-ratio", "2"], "ratio"), (["--dtype", "fp32"], "dtype"),

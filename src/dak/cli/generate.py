@@ -45,6 +45,8 @@ def add_parser(sub) -> None:
     p.add_argument("--fuse-projections", action=argparse.BooleanOptionalAction, default=DEFAULT_FUSE_PROJECTIONS,
                    help="multiply all-HBM q/k/v and gate/up sets as one matrix each (default "
                         f"{'on' if DEFAULT_FUSE_PROJECTIONS else 'off'})")
+    p.add_argument("--stop-at-eos", action="store_true", help="stop each request at the model config's "
+                   "eos_token_id (and end once all have stopped; then fewer than --gen-len steps are timed)")
     p.add_argument("--baseline", default=None, help="run a baseline instead of dak at the same --host-ratio: "
                                                     "all-hbm | prefetch | uva | accelerate (see `dak bench e2e`)")
     p.set_defaults(func=run)
@@ -82,8 +84,15 @@ def run(args) -> int:
                         graphs=False if args.no_graphs else None,
                         kv_buckets=_int("--kv-buckets", args.kv_buckets), kv_ahead=args.kv_ahead,
                         fuse_projections=args.fuse_projections)
+    eos = None
+    if args.stop_at_eos:
+        eos = getattr(model.config, "eos_token_id", None)
+        if eos is None:
+            model.dak_free()
+            raise ValueError(f"--stop-at-eos: {model_name}'s config has no eos_token_id; drop the flag")
     try:
-        out = model.generate(ids, max_new_tokens=glen, do_sample=args.sample)
+        out = model.generate(ids, max_new_tokens=glen, do_sample=args.sample, eos_token_id=eos,
+                             pad_token_id=getattr(model.config, "pad_token_id", None) if eos is not None else None)
         print(report(model.dak_placement, model.dak_last, batch, model.dak_engine.graphs))
         if args.kv_ahead:
             n = model.dak_engine.kv_ahead_layers
