@@ -27,8 +27,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from dak.host import PinnedBuffer, device_matrix
-from dak.nn.fused_proj import GROUPS, SharedProduct
+from dak.host import PinnedBuffer
+from dak.nn.fused_proj import GROUPS, SharedProduct, stack
 from dak.nn.split_linear import SplitLinear
 from dak.runtime.embedding import device_view
 
@@ -83,26 +83,19 @@ class PrefetchGroup(SharedProduct):
 
     def __init__(self, members: list[PrefetchSplit], staged: torch.Tensor):
         super().__init__(len(members))
-        k, dt = members[0].in_features, members[0].w_hbm.dtype
-        dev = members[0].w_hbm.device
-        hr, gr = [m.m_h for m in members], [m.out_features - m.m_h for m in members]
         self.staged = staged
-        self.w_g = device_matrix(sum(gr), k, dt, dev)
+        self.w_g, views = stack([m.w_hbm for m in members])
         has_bias = members[0].bias_g is not None
-        self.b_h = torch.empty(sum(hr), dtype=dt, device=dev) if has_bias else None
-        self.b_g = torch.empty(sum(gr), dtype=dt, device=dev) if has_bias else None
+        self.b_h = stack([m.bias_h for m in members])[0] if has_bias else None
+        self.b_g = stack([m.bias_g for m in members])[0] if has_bias else None
         self.cols = []  # per member: ((host a, b), (HBM a, b))
         h = g = 0
-        with torch.no_grad():
-            for i, m in enumerate(members):
-                self.w_g[g:g + gr[i]].copy_(m.w_hbm)
-                m.w_hbm = self.w_g[g:g + gr[i]]
-                if has_bias:
-                    self.b_h[h:h + hr[i]].copy_(m.bias_h)
-                    self.b_g[g:g + gr[i]].copy_(m.bias_g)
-                m._group = (self, i)
-                self.cols.append(((h, h + hr[i]), (g, g + gr[i])))
-                h, g = h + hr[i], g + gr[i]
+        for i, m in enumerate(members):
+            m.w_hbm = views[i]
+            m._group = (self, i)
+            g_rows = m.out_features - m.m_h
+            self.cols.append(((h, h + m.m_h), (g, g + g_rows)))
+            h, g = h + m.m_h, g + g_rows
         self.out = [m.out_features for m in members]
 
     def output(self, i: int, x: torch.Tensor) -> torch.Tensor:

@@ -74,13 +74,15 @@ def summarize(rows: list[dict]) -> dict:
         groups.append(g)
     real = []
     rc_rows = [r for r in rows if r["kind"] == "real-capacity"]
+    dak_rc = {}  # model -> its dak row: the first of DAK_SYSTEMS present
+    for s in reversed(DAK_SYSTEMS):
+        dak_rc.update({r["model"]: r for r in rc_rows if r["system"] == s})
     for r in rc_rows:
         done = r["status"] == "ok"
         over = r["tpot_s"] / r["bound_s"] if done and r["bound_s"] else None
         real.append({"model": r["model"], "system": r["system"], "status": r["status"], "tpot_s": r.get("tpot_s"),
                      "bound_s": r["bound_s"], "tpot_over_bound": over, "host_bytes": r.get("host_bytes")})
-        dak = next((d for s in DAK_SYSTEMS for d in rc_rows if d["model"] == r["model"] and d["system"] == s), None)
-        if r is dak:
+        if r is dak_rc.get(r["model"]):
             check("real capacity: completes with TPOT <= 1.1 x bound", done and over is not None and over <= 1.1,
                   f"{r['model']} B={r['batch']}")
     return {"groups": groups, "real_capacity": real, "targets": targets}

@@ -78,21 +78,21 @@ def run(args) -> int:
     ratio = None if args.host_ratio is None else parse_ratio(args.host_ratio)
     ids = _prompt_ids(args.prompt, model_name, batch, plen, seed)
     plen = ids.shape[1]
+    eos = pad = None
+    if args.stop_at_eos:  # from the config, before anything is built
+        from ..models.spec import load_config
+        cfg = load_config(model_name)[1]
+        eos, pad = cfg.get("eos_token_id"), cfg.get("pad_token_id")
+        if eos is None:
+            raise ValueError(f"--stop-at-eos: {model_name}'s config has no eos_token_id; drop the flag")
     model = dak.offload(model_name, hbm_budget=args.hbm_budget, hardware=args.hardware, batch=batch,
                         prompt_len=plen, gen_len=glen, policy=args.policy, host_ratio=ratio,
                         dtype=dtypes[args.dtype], seed=seed, tune=args.tune and gpu,
                         graphs=False if args.no_graphs else None,
                         kv_buckets=_int("--kv-buckets", args.kv_buckets), kv_ahead=args.kv_ahead,
                         fuse_projections=args.fuse_projections)
-    eos = None
-    if args.stop_at_eos:
-        eos = getattr(model.config, "eos_token_id", None)
-        if eos is None:
-            model.dak_free()
-            raise ValueError(f"--stop-at-eos: {model_name}'s config has no eos_token_id; drop the flag")
     try:
-        out = model.generate(ids, max_new_tokens=glen, do_sample=args.sample, eos_token_id=eos,
-                             pad_token_id=getattr(model.config, "pad_token_id", None) if eos is not None else None)
+        out = model.generate(ids, max_new_tokens=glen, do_sample=args.sample, eos_token_id=eos, pad_token_id=pad)
         print(report(model.dak_placement, model.dak_last, batch, model.dak_engine.graphs))
         if args.kv_ahead:
             n = model.dak_engine.kv_ahead_layers

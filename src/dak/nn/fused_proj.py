@@ -42,11 +42,26 @@ def why_not_fused(members) -> str | None:
     return None
 
 
+def stack(parts: list[torch.Tensor]) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """A fresh tensor holding `parts` back to back along dim 0 (matrices keep device_matrix's
+    16-byte row stride), and one view of it per part."""
+    first, rows = parts[0], sum(p.shape[0] for p in parts)
+    out = (device_matrix(rows, first.shape[1], first.dtype, first.device) if first.dim() == 2
+           else torch.empty(rows, dtype=first.dtype, device=first.device))
+    views, lo = [], 0
+    with torch.no_grad():
+        for p in parts:
+            views.append(out[lo:lo + p.shape[0]])
+            views[-1].copy_(p)
+            lo += p.shape[0]
+    return out, views
+
+
 class SharedProduct:
     """The call protocol of the module doc: one product per input object, each member served once."""
 
     def __init__(self, members: int):
-        self.members = members
+        self._all = frozenset(range(members))
         self._x: torch.Tensor | None = None   # the input of the last product
         self._y = None                        # that product
         self._pending: set[int] = set()       # members that may still take their part of it
@@ -57,7 +72,7 @@ class SharedProduct:
             self._pending.discard(i)
         else:
             y = compute()
-            self._pending = set(range(self.members)) - {i}
+            self._pending = set(self._all - {i})
             self._x, self._y = x, y
         if not self._pending:
             self._x = self._y = None
@@ -72,23 +87,17 @@ class ProjectionGroup(SharedProduct):
         reason = why_not_fused(members)
         if reason is not None:
             raise ValueError(reason)
-        first = members[0]
-        rows = [m.out_features for m in members]
-        self.weight = device_matrix(sum(rows), first.in_features, first.dtype, first.w_hbm.device)
-        self.bias = None if first.bias is None else torch.empty(sum(rows), dtype=first.dtype,
-                                                                  device=first.w_hbm.device)
+        self.weight, weights = stack([m.w_hbm for m in members])
+        self.bias, biases = stack([m.bias for m in members]) if members[0].bias is not None else (None, None)
         self.bounds: list[tuple[int, int]] = []
         lo = 0
-        with torch.no_grad():
-            for i, (m, r) in enumerate(zip(members, rows)):
-                self.weight[lo:lo + r].copy_(m.w_hbm)
-                m.w_hbm = self.weight[lo:lo + r]  # the member's buffer is now a view of the fused matrix
-                if self.bias is not None:
-                    self.bias[lo:lo + r].copy_(m.bias)
-                    m.bias = self.bias[lo:lo + r]
-                m._group = (self, i)
-                self.bounds.append((lo, lo + r))
-                lo += r
+        for i, m in enumerate(members):
+            m.w_hbm = weights[i]  # the member's buffers are now views of the fused ones
+            if biases is not None:
+                m.bias = biases[i]
+            m._group = (self, i)
+            self.bounds.append((lo, lo + m.out_features))
+            lo += m.out_features
 
     def output(self, i: int, x: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
         """Member i's (tokens, rows) output for input x (x2: x as (tokens, in_features))."""
