@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh V|U|T|S|R|Q|P|L|M|N|K|J|I|G|H|F|A|B|C|D|E
+#   bash benchmarks/h200_next.sh W|V|U|T|S|R|Q|P|L|M|N|K|J|I|G|H|F|A|B|C|D|E
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy has no .git).
 set -u
@@ -16,7 +16,14 @@ step() {  # step SECONDS COMMAND...: run with a time limit, log the tail, never 
     rm -f "$OUT/.step.log"
 }
 case "$1" in
-V)  # fused projections (opt-in): their GPU tests, then dak and prefetch with and without fusion, same call
+W)  # streamed placements (every host byte on the copy-ahead chain) against consolidated and prefetch, fused default
+    step 170 python3 -m pytest -q -x -m gpu tests/test_runtime_gpu.py
+    step 220 python3 -m dak bench e2e --models llama-2-7b,llama-3-8b,opt-6.7b --batch 8 --ratios 1,2,5,10 \
+        --systems dak-consolidated,dak-streamed,prefetch --out "$OUT/e2e-streamed.json"
+    step 180 python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 2 \
+        --systems dak-consolidated,dak-streamed,prefetch --out "$OUT/e2e-opt-30b-streamed.json"
+    ;;
+V)  # (run 2026-12-01, session 7) fused projections (opt-in): their GPU tests, then dak and prefetch with and without fusion, same call
     step 120 python3 -m pytest -q -m gpu tests/test_runtime_gpu.py::test_fused_projection_graphs_match_hf_eager \
         tests/test_runtime_gpu.py::test_eos_stopping_with_graphs_equals_eager tests/test_bench_e2e_gpu.py
     step 200 python3 -m dak bench e2e --models llama-2-7b,llama-3-8b,opt-6.7b --batch 8 --ratios 0,1,2,5 \

@@ -10,7 +10,9 @@ All bandwidths are in bytes/s, compute in FLOP/s, capacities in bytes.
 * ``flops`` (F): dense bf16/fp16 tensor-core throughput.
 * ``layer_overhead_s`` (optional, default 0): decode-step time per decoder layer outside the
   planned operators (norms, residual adds, activations, KV append, kernel launches). It is
-  added to the predicted TPOT, never to the bound.
+  added to the predicted TPOT, never to the bound. Measured with q/k/v and gate/up fused;
+  ``unfused_op_overhead_s`` (optional, default 0) is the time of each extra GEMV launch of a
+  projection group that runs unfused (dak.planner.overhead.fusion_overhead).
 * ``inplace_op_overhead_s``, ``copy_op_overhead_s`` (optional, default 0): decode-step time
   beyond the roofline per split linear whose host rows are read in place, and per split linear
   whose host rows go through the copy engine; ``attention_host_excess`` (optional, default 0,
@@ -52,6 +54,7 @@ class HardwareProfile:
     hbm_capacity: int
     host_ram: int
     layer_overhead_s: float = 0.0
+    unfused_op_overhead_s: float = 0.0
     inplace_op_overhead_s: float = 0.0
     copy_op_overhead_s: float = 0.0
     attention_host_excess: float = 0.0
@@ -152,7 +155,7 @@ class HardwareProfile:
 
 SCHEMA = 2
 _MEASURED = ("meta",) + tuple(SECTIONS)
-OPTIONAL = {"layer_overhead_s": 0.0, "inplace_op_overhead_s": 0.0, "copy_op_overhead_s": 0.0,
+OPTIONAL = {"layer_overhead_s": 0.0, "unfused_op_overhead_s": 0.0, "inplace_op_overhead_s": 0.0, "copy_op_overhead_s": 0.0,
             "attention_host_excess": 0.0}  # scalar fields a profile may leave out (their defaults)
 
 
@@ -167,9 +170,12 @@ PRESETS: dict[str, HardwareProfile] = {
     # cudaHostRegister'd; benchmarks/results/probe-host-read-h200.json), cuBLAS GEMV 3707 GB/s
     # (D2D copy 4056 GB/s read+write), 8192^3 bf16 matmul 788 TFLOP/s.
     # nvidia-smi reports 143771 MiB (~139 GiB usable).
-    # layer_overhead_s: (TPOT - operator bound) / layers of dak's all-HBM decode step, batch 8:
-    # Llama-2-7B (5.11 - 3.63) ms / 32 and OPT-6.7B (5.33 - 3.65) ms / 32, mean 49 us
-    # (benchmarks/results/e2e-h200.json, 2026-11-29).
+    # layer_overhead_s: (TPOT - operator bound) / layers of dak's all-HBM decode step, batch 8,
+    # q/k/v and gate/up fused: Llama-2-7B (4.66 - 3.63) ms, Llama-3-8B (4.97 - 4.07) and OPT-6.7B
+    # (4.72 - 3.65), / 32 layers, mean 31.2 us; unfused_op_overhead_s: the same steps unfused,
+    # (unfused - fused) / 32 layers / extra launches per layer (3, 3, 2), mean 5.2 us
+    # (benchmarks/results/e2e-{fused,unfused}-s7-h200.json, one call, 2026-12-01). Before fusion
+    # it was 49 us (e2e-h200.json, 2026-11-29).
     # Split operators beyond the roofline: least squares of (measured - predicted) TPOT over the
     # 36 dak-greedy/dak-uniform runs at x > 0 of Llama-2-7B, OPT-6.7B and Llama-3-8B (batch 8,
     # untuned configs, benchmarks/results/e2e-h200.json): 5.3 us per split linear read in place,
@@ -185,8 +191,8 @@ PRESETS: dict[str, HardwareProfile] = {
     "h200-pcie": HardwareProfile(
         name="h200-pcie", hbm_bandwidth=3.7e12, host_bandwidth_ce=55.0e9,
         host_bandwidth_sm=51.3e9, flops=788e12, sm_count=132, smem_per_sm=228 * KIB,
-        hbm_capacity=143771 * MIB, host_ram=128 * GIB, layer_overhead_s=49e-6,
-        inplace_op_overhead_s=5.3e-6, copy_op_overhead_s=13.9e-6, attention_host_excess=0.53),
+        hbm_capacity=143771 * MIB, host_ram=128 * GIB, layer_overhead_s=31.2e-6,
+        unfused_op_overhead_s=5.2e-6, inplace_op_overhead_s=5.3e-6, copy_op_overhead_s=13.9e-6, attention_host_excess=0.53),
     # GH200 datasheet: 96 GB HBM3 at 4.0 TB/s, 900 GB/s NVLink-C2C (both host paths).
     "gh200": HardwareProfile(
         name="gh200", hbm_bandwidth=4.0e12, host_bandwidth_ce=900e9,

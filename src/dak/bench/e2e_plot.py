@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dak.bench.e2e_cases import SYSTEMS
 
-STYLE = {"dak-greedy": "o-", "dak-consolidated": "*-", "dak-uniform": "s-", "prefetch": "^-", "uva": "v-", "accelerate": "d-"}
-COLOR = {"dak-greedy": "tab:blue", "dak-consolidated": "tab:orange", "dak-uniform": "tab:green",
+STYLE = {"dak-greedy": "o-", "dak-consolidated": "*-", "dak-streamed": "P-", "dak-uniform": "s-", "prefetch": "^-", "uva": "v-", "accelerate": "d-"}
+COLOR = {"dak-greedy": "tab:blue", "dak-consolidated": "tab:orange", "dak-streamed": "tab:olive", "dak-uniform": "tab:green",
          "prefetch": "tab:red", "uva": "tab:purple", "accelerate": "tab:brown"}  # the same in every panel
 
 

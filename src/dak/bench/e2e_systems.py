@@ -1,6 +1,6 @@
 """The systems `dak bench e2e` compares, by name: each builds one planned `Case` into a `Built`.
 
-- dak-greedy / dak-consolidated / dak-uniform / all-hbm: `dak.offload` (that policy at the case's HBM
+- dak-greedy / dak-consolidated / dak-streamed / dak-uniform / all-hbm: `dak.offload` (that policy at the case's HBM
   budget; all-hbm is host ratio 0), the dak Engine (eager prefill, CUDA-graphed decode).
 - prefetch / uva: the same model built into the baseline's placement with dak's helpers, the
   modules swapped (`dak.baselines.e2e`), KV cache in HBM, the same Engine and CUDA graph.
@@ -101,6 +101,6 @@ def build_accelerate(case: Case, cfg: E2EConfig) -> Built:
 
 
 REGISTRY: dict[str, Callable[[Case, E2EConfig], Built]] = {
-    "dak-greedy": build_dak, "dak-consolidated": build_dak, "dak-uniform": build_dak, "all-hbm": build_dak,
+    "dak-greedy": build_dak, "dak-consolidated": build_dak, "dak-streamed": build_dak, "dak-uniform": build_dak, "all-hbm": build_dak,
     "prefetch": build_swapped, "uva": build_swapped, "accelerate": build_accelerate,
 }

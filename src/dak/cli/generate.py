@@ -29,7 +29,7 @@ def add_parser(sub) -> None:
     p.add_argument("--batch", default="8", help="requests B (default 8)")
     p.add_argument("--prompt-len", default="32", help="prompt tokens L (default 32)")
     p.add_argument("--gen-len", default="32", help="new tokens G (default 32)")
-    p.add_argument("--policy", default=DEFAULT_POLICY, help=f"consolidated | greedy | uniform (default {DEFAULT_POLICY})")
+    p.add_argument("--policy", default=DEFAULT_POLICY, help=f"consolidated | streamed | greedy | uniform (default {DEFAULT_POLICY})")
     p.add_argument("--hardware", default="h200-pcie", help="preset name or profile .json (default h200-pcie)")
     p.add_argument("--dtype", default="bf16", help="bf16 | fp16 (default bf16)")
     p.add_argument("--seed", default="0", help="seed of the random weights and prompts (default 0)")

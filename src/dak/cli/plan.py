@@ -19,7 +19,7 @@ def add_parser(sub) -> None:
     p.add_argument("--hbm-budget", default=None, help="HBM the plan may use, e.g. 40GiB (default: device capacity)")
     add_workload_args(p)
     p.add_argument("--hardware", default="h200-pcie", help="preset name or profile .json (default h200-pcie)")
-    p.add_argument("--policy", default=DEFAULT_POLICY, help="consolidated | greedy | uniform | prefetch: the placement "
+    p.add_argument("--policy", default=DEFAULT_POLICY, help="consolidated | streamed | greedy | uniform | prefetch: the placement "
                                                          f"shown (default {DEFAULT_POLICY})")
     p.add_argument("--cost-model", default="auto", choices=COST_MODELS,
                    help="roofline | measured (a calibrated profile's curves) | auto: measured when the "
@@ -119,6 +119,10 @@ def render(pl, plans: dict, per_layer: bool = False) -> str:
         out.append(f"predicted step {format_time(pl.predicted_s)}: operators {format_time(pl.step_time_s)} + "
                    f"{format_time(pl.overhead_s)} beyond them ({pl.profile}'s small kernels per layer and "
                    "per-split-operator overheads)")
+    if pl.link_s:
+        out.append(f"copy-ahead chain: link time {format_time(pl.link_s)} per step "
+                   + ("(the step is link-bound)" if pl.link_s >= pl.step_time_s + pl.overhead_s
+                      else "(hidden under the step)"))
     if per_layer:
         out += ["", f"{'layer':<8}{'bytes':>12}{'host':>12}{'ratio':>8}{'time':>12}"]
         layers: OrderedDict = OrderedDict()

@@ -24,8 +24,7 @@ from torch import nn
 
 from dak.host import device_matrix
 from dak.nn.split_linear import SplitLinear
-
-GROUPS = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"))  # HF attribute names, call order
+from dak.planner.overhead import PROJECTION_GROUPS as GROUPS  # HF attribute names, call order
 
 
 def why_not_fused(members) -> str | None:

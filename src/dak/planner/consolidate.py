@@ -24,7 +24,7 @@ import itertools
 
 from .cost import op_time, segments
 from .greedy import fill_by_slope, round_to_units, solve_continuous
-from .overhead import split_overhead
+from .overhead import fusion_overhead, split_overhead
 
 MAX_EXHAUSTIVE_KINDS = 14  # beyond: one kind at a time (descent)
 EXACT_CANDIDATES = 4       # best-scored kind sets always placed exactly
@@ -32,7 +32,7 @@ EXACT_MARGIN = 0.05        # ... and every set scored within this of the best (t
 EXACT_MAX = 64             # rounding to whole units moves it by a few percent), at most EXACT_MAX
 
 
-def _place(ops, R: int, profile, workload, off: frozenset):
+def _place(ops, R: int, profile, workload, off: frozenset, fused: bool = True):
     """(predicted operator time + split overheads, units per op) with kinds `off` kept in HBM,
     or None when the other operators cannot hold R bytes."""
     idx = [i for i, op in enumerate(ops) if op.kind not in off]
@@ -47,7 +47,7 @@ def _place(ops, R: int, profile, workload, off: frozenset):
     if sum(host) < R:
         return None
     t = sum(op_time(op, h / op.bytes if op.bytes else 0.0, profile) for op, h in zip(ops, host))
-    return t + split_overhead(ops, host, workload, profile), ks
+    return t + split_overhead(ops, host, workload, profile) + fusion_overhead(ops, host, workload, profile, fused), ks
 
 
 def _classes(ops, profile):
@@ -75,11 +75,11 @@ def _score(classes, R: int, profile, workload, off: frozenset) -> float | None:
     return total + sum(m * op_time(rep, 0.0, profile) for rep, m, _ in classes if rep.kind in off)
 
 
-def _descent(ops, R, profile, workload, kinds, best, min_gain):
+def _descent(ops, R, profile, workload, kinds, best, min_gain, fused):
     off: frozenset = frozenset()
     while True:
         trials = [(res, off | {k}) for k in kinds if k not in off
-                  for res in [_place(ops, R, profile, workload, off | {k})] if res is not None]
+                  for res in [_place(ops, R, profile, workload, off | {k}, fused)] if res is not None]
         if not trials:
             return best[1]
         res, cand = min(trials, key=lambda t: t[0][0])
@@ -88,14 +88,14 @@ def _descent(ops, R, profile, workload, kinds, best, min_gain):
         best, off = res, cand
 
 
-def consolidate(ops, R: int, profile, workload, min_gain: float = 0.005) -> list[int]:
-    """Host units per operator (see the module doc)."""
-    greedy = _place(ops, R, profile, workload, frozenset())
+def consolidate(ops, R: int, profile, workload, min_gain: float = 0.005, fused: bool = True) -> list[int]:
+    """Host units per operator (see the module doc); `fused`: the runtime fuses all-HBM projection groups."""
+    greedy = _place(ops, R, profile, workload, frozenset(), fused)
     if R <= 0 or greedy is None:
         return greedy[1] if greedy else [0] * len(ops)
     kinds = sorted({op.kind for op in ops})
     if len(kinds) > MAX_EXHAUSTIVE_KINDS:
-        return _descent(ops, R, profile, workload, kinds, greedy, min_gain)
+        return _descent(ops, R, profile, workload, kinds, greedy, min_gain, fused)
     classes = _classes(ops, profile)
     scored = []
     for n in range(1, len(kinds) + 1):
@@ -108,7 +108,7 @@ def consolidate(ops, R: int, profile, workload, min_gain: float = 0.005) -> list
     near = [c for i, c in enumerate(scored)
             if i < EXACT_CANDIDATES or c[0] <= scored[0][0] * (1 + EXACT_MARGIN)][:EXACT_MAX]
     for _, off in near:
-        res = _place(ops, R, profile, workload, off)
+        res = _place(ops, R, profile, workload, off, fused)
         if res is not None and res[0] < best[0]:
             best = res
     return best[1] if best[0] < greedy[0] * (1 - min_gain) else greedy[1]

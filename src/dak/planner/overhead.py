@@ -1,10 +1,15 @@
 """Decode-step time the roofline leaves out, as a profile states it (added to predictions).
 
-* ``step_overhead``: the small kernels between operators, layers x ``layer_overhead_s``.
+* ``step_overhead``: the small kernels between operators, layers x ``layer_overhead_s``
+  (measured with q/k/v and gate/up fused), plus ``unfused_op_overhead_s`` per extra GEMV launch
+  of a projection group that is not fused (``fusion_overhead``: fusion off, or a member holds
+  host rows; dak.nn.fused_proj fuses a group only when every member is all-HBM).
 * ``split_overhead``: dak's split operators beyond their roofline: per split linear read in place
-  (``inplace_op_overhead_s``) or through the copy engine (``copy_op_overhead_s``, host share at
-  or above ``dak.shares.ce_min_share()``), and ``attention_host_excess`` x the host-KV link time
+  (``inplace_op_overhead_s``) or through the copy engine (``copy_op_overhead_s``, host share
+  above ``dak.shares.ce_min_share()``), and ``attention_host_excess`` x the host-KV link time
   of split attention. Operators with a measured curve carry their own excess and add nothing.
+  Under the copy-ahead chain model (``dak.planner.stream``) a copy-engine linear costs only its
+  launch here (``inplace_op_overhead_s``); its copy's start-up is on the link side.
 """
 
 from __future__ import annotations
@@ -15,15 +20,34 @@ from ..models.spec import ModelSpec
 from ..shares import ce_min_share
 from .curves import curve_for
 
+PROJECTION_GROUPS = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"))  # HF names, call order
+
 
 def step_overhead(spec: ModelSpec, workload: Workload, profile: HardwareProfile) -> float:
     """Decode-step time outside the planned operators: layers x profile.layer_overhead_s."""
     return spec.num_layers * profile.layer_overhead_s if workload.phase == "decode" else 0.0
 
 
-def split_overhead(ops, host_bytes, workload: Workload, profile: HardwareProfile) -> float:
+def fusion_overhead(ops, host_bytes, workload: Workload, profile: HardwareProfile, fused: bool) -> float:
+    """Extra launches of projection groups that run unfused: (members - 1) x unfused_op_overhead_s
+    per group of a layer when `fused` is off or any member has host rows."""
+    if workload.phase != "decode" or not profile.unfused_op_overhead_s:
+        return 0.0
+    by_layer: dict = {}
+    for op, host in zip(ops, host_bytes):
+        by_layer.setdefault(op.layer, {})[op.kind] = host
+    extra = 0
+    for kinds in by_layer.values():
+        for group in PROJECTION_GROUPS:
+            members = [kinds[k] for k in group if k in kinds]
+            if len(members) >= 2 and (not fused or any(members)):
+                extra += len(members) - 1
+    return extra * profile.unfused_op_overhead_s
+
+
+def split_overhead(ops, host_bytes, workload: Workload, profile: HardwareProfile, chained: bool = False) -> float:
     """Decode-step time of the split operators beyond their roofline; `host_bytes[i]` is the
-    host part of `ops[i]`."""
+    host part of `ops[i]`. `chained`: copy-engine linears cost a launch (see the module doc)."""
     if workload.phase != "decode":
         return 0.0
     share, total = ce_min_share(), 0.0
@@ -33,6 +57,8 @@ def split_overhead(ops, host_bytes, workload: Workload, profile: HardwareProfile
         ratio = host / op.bytes
         if op.kind == "attention":
             total += profile.attention_host_excess * op.traffic * ratio / profile.split_host_bandwidth
+        elif ratio > share and not chained:
+            total += profile.copy_op_overhead_s
         else:
-            total += profile.copy_op_overhead_s if ratio >= share else profile.inplace_op_overhead_s
+            total += profile.inplace_op_overhead_s
     return total

@@ -33,7 +33,7 @@ class OpPlacement:
 
 @dataclass(frozen=True)
 class Placement:
-    policy: str                  # 'greedy' | 'uniform' | 'prefetch'
+    policy: str                  # one of dak.planner.plan.POLICIES
     model: str
     profile: str
     workload: Workload
@@ -53,11 +53,13 @@ class Placement:
     cost_model: str = "roofline"  # 'roofline' | 'measured' (convex envelope of calibrated curves)
     measured_ops: int = 0         # operators timed by a measured curve (the rest: roofline)
     overhead_s: float = 0.0       # decode: layers x the profile's layer_overhead_s (not in step_time_s)
+    link_s: float = 0.0           # streamed: the copy-ahead chain's link time L (dak.planner.stream)
 
     @property
     def predicted_s(self) -> float:
-        """Predicted step time: the operators' time plus the small kernels between them."""
-        return self.step_time_s + self.overhead_s
+        """Predicted step time: the operators' time plus the small kernels between them, or the
+        link time of the copy-ahead chain when that is longer (streamed placements)."""
+        return max(self.step_time_s + self.overhead_s, self.link_s)
 
     @property
     def effective_bandwidth(self) -> float:

@@ -8,6 +8,9 @@ set); with HBM budget H the host must hold R = max(0, M - H) bytes.
 * ``consolidated`` -- greedy, then whole operator kinds (all q_proj, all attention, ...) are
   taken off the host while that lowers the predicted step time including the profile's
   per-split-operator overheads (``dak.planner.consolidate``): fewer, larger host parts.
+* ``streamed`` -- the host share spread evenly over one set of linear kinds above the
+  copy-engine threshold, so every host byte rides the copy-ahead chain and overlaps the whole
+  step; predicted as max(local times + overheads, link time) (``dak.planner.stream``).
 * ``uniform`` -- the same x = R / sum_i C_i on every op, rounded up to units.
 * ``prefetch`` -- FlexGen/vLLM-style offload: a share s of every layer's
   bytes lives on host and the copy engine streams it into an HBM staging
@@ -30,15 +33,17 @@ import math
 from ..hardware import HardwareProfile
 from ..models.ops import DEFAULT_RESERVE, Workload, list_operators, minimum_hbm_set
 from ..models.spec import ModelSpec
+from ..defaults import DEFAULT_FUSE_PROJECTIONS
 from ..units import MIB, format_bytes
 from .cost import op_time
 from .consolidate import consolidate
 from .curves import coverage
 from .greedy import round_to_units, solve_continuous
-from .overhead import split_overhead, step_overhead
+from .overhead import fusion_overhead, split_overhead, step_overhead
 from .placement import OpPlacement, Placement
+from .stream import chain_time, staging_for, streamed
 
-POLICIES = ("greedy", "consolidated", "uniform", "prefetch")
+POLICIES = ("greedy", "consolidated", "streamed", "uniform", "prefetch")
 COST_MODELS = ("auto", "roofline", "measured")
 
 
@@ -87,8 +92,10 @@ def _descend(op, k: int, profile: HardwareProfile) -> int:
 
 def plan(spec: ModelSpec, workload: Workload, profile: HardwareProfile, hbm_budget: int | None = None,
          policy: str = "greedy", tile_rows: int = 64, reserve: int = DEFAULT_RESERVE,
-         spare_link: bool = False, ops=None, cost_model: str = "auto") -> Placement:
-    """Place every operator of ``spec`` for ``workload`` on ``profile`` under ``hbm_budget`` bytes."""
+         spare_link: bool = False, ops=None, cost_model: str = "auto",
+         fused: bool = DEFAULT_FUSE_PROJECTIONS) -> Placement:
+    """Place every operator of ``spec`` for ``workload`` on ``profile`` under ``hbm_budget`` bytes.
+    ``fused``: the runtime fuses all-HBM q/k/v and gate/up (predictions only)."""
     if policy not in POLICIES:
         raise ValueError(f"unknown policy {policy!r}: use one of {', '.join(POLICIES)}")
     budget = profile.hbm_capacity if hbm_budget is None else hbm_budget
@@ -119,9 +126,28 @@ def plan(spec: ModelSpec, workload: Workload, profile: HardwareProfile, hbm_budg
                   min_hbm_bytes=mins.total, required_host_bytes=R, total_bytes=total,
                   total_traffic=float(sum(op.traffic for op in ops)), fits=R == 0,
                   cost_model=model_used, measured_ops=measured, overhead_s=step_overhead(spec, workload, profile))
-    staging, feasible, note = 0, True, ""
+    staging, feasible, note, link = 0, True, "", 0.0
+    base = common["overhead_s"]
+
+    def chained(host):  # (local times, overheads, link time) under the copy-ahead chain model
+        ct = chain_time(ops, host, profile)
+        extra = split_overhead(ops, host, workload, profile, chained=True) + fusion_overhead(
+            ops, host, workload, profile, fused)
+        return ct, extra
+
+    def chain_predict(host):
+        ct, extra = chained(host)
+        return max(sum(ct.times) + base + extra, ct.link_s)
+
     if policy == "prefetch":
         ks, times, staging, feasible, note = _prefetch(ops, R, profile)
+    elif policy == "streamed":
+        best = streamed(ops, R, profile, chain_predict)
+        if best is None:
+            ks, times, feasible = [0] * len(ops), [math.inf] * len(ops), False
+            note = "streamed infeasible: no set of linear kinds holds the host share above the copy-engine threshold"
+        else:
+            ks = best[1]
     else:
         if policy == "greedy":
             xs, _ = solve_continuous(ops, R, profile, spare_link=spare_link)
@@ -129,15 +155,23 @@ def plan(spec: ModelSpec, workload: Workload, profile: HardwareProfile, hbm_budg
             if spare_link:  # then add units wherever that still lowers the op's time
                 ks = [_descend(op, k, profile) for op, k in zip(ops, ks)]
         elif policy == "consolidated":
-            ks = consolidate(ops, R, profile, workload)
+            ks = consolidate(ops, R, profile, workload, fused=fused)
         else:
             x = R / op_bytes if op_bytes else 0.0
             ks = [_units_covering(op, x) for op in ops]
         times = [op_time(op, op.host_bytes_for(k) / op.bytes if op.bytes else 0.0, profile)
                  for op, k in zip(ops, ks)]
+    host_parts = [op.host_bytes_for(k) for op, k in zip(ops, ks)]
+    if policy == "streamed" and feasible:
+        ct, extra = chained(host_parts)
+        times, link, staging = list(ct.times), ct.link_s, staging_for(ops, host_parts)
+        common["overhead_s"] += extra
+    elif policy != "prefetch":
+        common["overhead_s"] += split_overhead(ops, host_parts, workload, profile) + fusion_overhead(
+            ops, host_parts, workload, profile, fused)
+    else:  # the prefetch baseline stages whole layers and fuses its groups either way
+        common["overhead_s"] += fusion_overhead(ops, [0] * len(ops), workload, profile, fused)
     placed = tuple(_op_placement(op, k, t) for op, k, t in zip(ops, ks, times))
-    if policy != "prefetch":
-        common["overhead_s"] += split_overhead(ops, [p.host_bytes for p in placed], workload, profile)
     host = sum(p.host_bytes for p in placed)
     if host > profile.host_ram:
         raise ValueError(f"the {policy} plan needs {format_bytes(host)} of pinned host memory but "
@@ -146,7 +180,7 @@ def plan(spec: ModelSpec, workload: Workload, profile: HardwareProfile, hbm_budg
         note = "the model fits in the HBM budget: no offload needed"
     return Placement(policy=policy, ops=placed, staging_bytes=staging, host_bytes=host,
                      hbm_bytes=total - host + staging, step_time_s=sum(times) if feasible else math.inf,
-                     feasible=feasible, note=note, **common)
+                     feasible=feasible, note=note, link_s=link, **common)
 
 
 def _prefetch(ops, R: int, profile: HardwareProfile):
@@ -180,9 +214,9 @@ def _prefetch(ops, R: int, profile: HardwareProfile):
 
 def plan_all(spec: ModelSpec, workload: Workload, profile: HardwareProfile, hbm_budget: int | None = None,
              tile_rows: int = 64, reserve: int = DEFAULT_RESERVE, spare_link: bool = False,
-             cost_model: str = "auto") -> dict:
-    """{policy: Placement} for greedy, uniform and prefetch on the same inputs."""
+             cost_model: str = "auto", fused: bool = DEFAULT_FUSE_PROJECTIONS) -> dict:
+    """{policy: Placement} for every policy on the same inputs."""
     ops = list_operators(spec, workload, tile_rows)
     return {p: plan(spec, workload, profile, hbm_budget, p, tile_rows, reserve,
-                    spare_link=spare_link and p == "greedy", ops=ops, cost_model=cost_model)
+                    spare_link=spare_link and p == "greedy", ops=ops, cost_model=cost_model, fused=fused)
             for p in POLICIES}

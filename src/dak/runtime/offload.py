@@ -55,19 +55,20 @@ def workload_for(batch: int, max_len: int | None, prompt_len: int | None, gen_le
 
 
 def placement_for(spec: ModelSpec, w: Workload, profile: HardwareProfile, hbm_budget, policy: str,
-                  host_ratio: float | None):
-    """The planner's placement, or (host_ratio) the uniform policy moving that share of every operator."""
+                  host_ratio: float | None, fused: bool = DEFAULT_FUSE_PROJECTIONS):
+    """The planner's placement, or (host_ratio) the uniform policy moving that share of every operator.
+    fused: whether the model will fuse its all-HBM projection groups (the prediction's overheads)."""
     if policy == "prefetch":
-        raise ValueError("policy 'prefetch' is a baseline (dak bench e2e runs it); use 'consolidated', 'greedy' or 'uniform'")
+        raise ValueError("policy 'prefetch' is a baseline (dak bench e2e runs it); use 'consolidated', 'streamed', 'greedy' or 'uniform'")
     if host_ratio is None:
         budget = None if hbm_budget is None else parse_size(hbm_budget)
-        return plan(spec, w, profile, budget, policy)
+        return plan(spec, w, profile, budget, policy, fused=fused)
     if not 0.0 <= float(host_ratio) <= 1.0:
         raise ValueError(f"host_ratio must be in [0, 1], got {host_ratio}")
     ops = list_operators(spec, w)
     total = sum(op.bytes for op in ops) + minimum_hbm_set(spec, w).total
     budget = max(1, min(profile.hbm_capacity, int(total - float(host_ratio) * sum(op.bytes for op in ops))))
-    return plan(spec, w, profile, budget, "uniform", ops=ops)
+    return plan(spec, w, profile, budget, "uniform", ops=ops, fused=fused)
 
 
 def _host_available() -> int | None:
@@ -106,7 +107,8 @@ def check_memory(placement, kv_host_bytes: int, device: torch.device, kv_staging
                          f"{format_bytes(avail)} is available; raise hbm_budget or lower batch/max_len")
     if device.type == "cuda":
         free, _ = torch.cuda.mem_get_info(device)
-        staging = staging_bytes_for(placement) + kv_staging_bytes
+        # a streamed plan already holds its staging in hbm_bytes (dak.planner.stream)
+        staging = max(staging_bytes_for(placement) - placement.staging_bytes, 0) + kv_staging_bytes
         if placement.hbm_bytes + staging > free:
             raise ValueError(f"the plan keeps {format_bytes(placement.hbm_bytes)} in HBM, and copy-engine "
                              f"staging needs {format_bytes(staging)} more, but only {format_bytes(free)} is "
@@ -137,7 +139,7 @@ def offload(model: str | nn.Module, *, hbm_budget=None, hardware: str | Hardware
         if not isinstance(value, bool):
             raise ValueError(f"{flag} must be True or False, got {value!r}")
     check_head_dim(spec)
-    placement = placement_for(spec, w, profile, hbm_budget, policy, host_ratio)
+    placement = placement_for(spec, w, profile, hbm_budget, policy, host_ratio, fuse_projections)
     model, kv = build_model(cfg, placement, dtype=dtype, seed=seed, tune=tune, folder=folder,
                             module=model if isinstance(model, nn.Module) else None, name=name, kv_ahead=kv_ahead,
                             fuse_projections=fuse_projections)

@@ -1,0 +1,151 @@
+"""Streamed placements: host rows that cross the link on the copy-ahead chain, off the critical path.
+
+The roofline prices each split operator alone, T_i = max(T_comp, (1-x)D/B_g, xD/B_h), so the
+greedy spreads the host share over every operator at x* = B_h/(B_h+B_g) (~1.5% on a PCIe H200)
+and reads it in place. Such a host part is read only while its own kernel runs: the link idles
+through attention, norms and every other kernel of the step. Operators whose host share is
+above `dak.shares.ce_min_share()` instead go through the copy engine, and the copy-ahead chain
+(`dak.kernels.copy_ahead`) copies operator i+1's rows while operator i runs, so their link time
+overlaps the whole step. For those operators a per-operator max is the wrong model; the step is
+
+    T = max(A, L)
+    A = sum of local times (copy-engine linears: max(T_comp, (1-x)D/B_g); the rest: op_time)
+        + the step's overheads (small kernels per layer, per-split-operator launches)
+    L = link time of every host byte read per step (copy-engine rows at host_bandwidth_ce,
+        in-place rows at the split host bandwidth, host KV) + copy_op_overhead_s per copy
+        (the engine's start-up) + the first copy of the step (nothing hides it)
+
+`streamed` places the embeddings' free bytes first (a lookup reads B rows), then spreads the
+rest evenly over one set of linear kinds (every set is tried), at a share above the copy-engine
+threshold; the HBM the copies stage (two slots, and prefill's largest part) counts against the budget. `consolidated` compares
+the best streamed placement with its own and keeps the faster prediction.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from dataclasses import dataclass
+
+from ..shares import ce_min_share
+from .cost import op_time
+
+MAX_STREAM_KINDS = 10  # linear kinds tried exhaustively (2^10 sets); beyond, the largest ones
+
+
+@dataclass(frozen=True)
+class ChainTime:
+    """A decode step under the copy-ahead chain: local times per op, copy-engine flags, link time."""
+    times: tuple[float, ...]      # per op: local time (copy-engine linears without their link part)
+    copy_engine: tuple[bool, ...]
+    link_s: float                 # L in the module doc
+
+
+def uses_copy_engine(op, host: int) -> bool:
+    """Whether the runtime's untuned decode config moves this op's host rows by copy engine
+    (dak.kernels.config.heuristic_config: host rows above ce_min_share() of the rows)."""
+    return (bool(host) and op.bytes > 0 and not op.kind.startswith("embed") and op.kind != "attention"
+            and host > ce_min_share() * op.bytes)
+
+
+def chain_time(ops, host_bytes, profile) -> ChainTime:
+    """Local times, copy-engine flags and link time L of the placement `host_bytes` (decode)."""
+    times, flags, link, first = [], [], 0.0, None
+    for op, h in zip(ops, host_bytes):
+        x = h / op.bytes if op.bytes else 0.0
+        ce = uses_copy_engine(op, h)
+        flags.append(ce)
+        if ce:
+            times.append(max(op.flops / profile.flops, (1.0 - x) * op.traffic / profile.hbm_bandwidth))
+            copy = x * op.traffic / profile.host_bandwidth_ce
+            link += copy + profile.copy_op_overhead_s
+            first = copy if first is None else first
+        else:
+            times.append(op_time(op, x, profile))
+            if h and not op.kind.startswith("embed"):
+                link += x * op.traffic / profile.split_host_bandwidth
+    return ChainTime(tuple(times), tuple(flags), link + (first or 0.0))
+
+
+STAGED_PARTS = 3  # two copy-ahead slots, and prefill stages the largest host part whole
+                  # (dak.runtime.offload.staging_bytes_for with the default knobs)
+
+
+def staging_for(ops, host_bytes) -> int:
+    """HBM the copy engine stages: STAGED_PARTS x the largest copy-engine host part."""
+    parts = [h for op, h in zip(ops, host_bytes) if uses_copy_engine(op, h)]
+    return STAGED_PARTS * max(parts, default=0)
+
+
+def _free_first(ops, R: int) -> tuple[list[int], int]:
+    """Units per op placing embeddings (cheapest traffic per byte first) toward R; bytes left."""
+    ks = [0] * len(ops)
+    for i in sorted((i for i, op in enumerate(ops) if op.kind.startswith("embed") and op.bytes),
+                    key=lambda i: ops[i].traffic / ops[i].bytes):
+        if R <= 0:
+            break
+        op = ops[i]
+        k = min(op.units, -(-R // op.unit_bytes)) if op.unit_bytes else 0
+        ks[i] = k
+        R -= op.host_bytes_for(k)
+    return ks, max(0, R)
+
+
+def _spread(ops, base: list[int], rest: int, kinds: frozenset) -> list[int] | None:
+    """`base` plus an even share of `rest` bytes (and the staging it needs) over the ops of `kinds`,
+    every share above the copy-engine threshold (more than `rest` when that is thinner); None
+    when they cannot hold it. Shares are floored to whole units, raised to the threshold, then
+    topped up a unit at a time on the thinnest op."""
+    idx = [i for i, op in enumerate(ops) if op.kind in kinds and op.bytes]
+    cap = sum(ops[i].bytes for i in idx)
+    biggest = max((ops[i].bytes for i in idx), default=0)
+    if not idx or cap - STAGED_PARTS * biggest <= 0:
+        return None
+    x = rest / (cap - STAGED_PARTS * biggest)  # covers rest plus the staging of the largest host part
+    if x > 1.0:
+        return None
+    ks = list(base)
+    for i in idx:
+        op = ops[i]
+        ks[i] = min(op.units, int(x * op.bytes) // op.unit_bytes)
+        while ks[i] < op.units and not uses_copy_engine(op, op.host_bytes_for(ks[i])):
+            ks[i] += 1  # at least the copy-engine threshold: a thin share would be read in place
+    host = sum(ops[i].host_bytes_for(ks[i]) for i in idx)
+    top = max(ops[i].host_bytes_for(ks[i]) for i in idx)
+    heap = [(ops[i].host_bytes_for(ks[i]) / ops[i].bytes, i) for i in idx if ks[i] < ops[i].units]
+    heapq.heapify(heap)
+    while host - STAGED_PARTS * top < rest:
+        if not heap:
+            return None
+        _, i = heapq.heappop(heap)
+        op = ops[i]
+        before = op.host_bytes_for(ks[i])
+        ks[i] += 1
+        after = op.host_bytes_for(ks[i])
+        host, top = host + after - before, max(top, after)
+        if ks[i] < op.units:
+            heapq.heappush(heap, (after / op.bytes, i))
+    return ks
+
+
+def streamed(ops, R: int, profile, predict) -> tuple[float, list[int]] | None:
+    """(predicted step, units per op) of the fastest streamed placement holding R host bytes
+    besides its staging, or None when none exists. `predict(host_bytes)` -> predicted step."""
+    base, rest = _free_first(ops, R)
+    if rest <= 0:
+        return predict([op.host_bytes_for(k) for op, k in zip(ops, base)]), base
+    sizes: dict = {}
+    for op in ops:
+        if op.bytes and op.kind != "attention" and not op.kind.startswith("embed"):
+            sizes[op.kind] = sizes.get(op.kind, 0) + op.bytes
+    kinds = sorted(sizes, key=lambda k: -sizes[k])[:MAX_STREAM_KINDS]
+    best = None
+    for n in range(1, len(kinds) + 1):
+        for combo in itertools.combinations(kinds, n):
+            ks = _spread(ops, base, rest, frozenset(combo))
+            if ks is None:
+                continue
+            t = predict([op.host_bytes_for(k) for op, k in zip(ops, ks)])
+            if best is None or t < best[0]:
+                best = (t, ks)
+    return best
