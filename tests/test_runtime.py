@@ -154,9 +154,11 @@ def test_kv_buckets_change_no_tokens_and_reset_the_copy_rows(checkpoints, monkey
     assert pinned_bytes() == before
 
 
+@pytest.mark.parametrize("policy", ["consolidated", "streamed"])
 @pytest.mark.parametrize("family", ["tiny-llama", "tiny-opt"])
-def test_consolidated_policy_runs_and_matches_hf(checkpoints, family):
-    """The consolidated placement (fewer, larger host parts) goes through the same runtime."""
+def test_consolidated_policy_runs_and_matches_hf(checkpoints, family, policy):
+    """The consolidated placement (fewer, larger host parts) and the streamed one (every host
+    row through the copy engine) go through the same runtime."""
     from dak.baselines.e2e import budget_for
     from dak.hardware import get_profile
     from dak.models.ops import Workload
@@ -168,9 +170,9 @@ def test_consolidated_policy_runs_and_matches_hf(checkpoints, family):
     w = Workload("decode", 2, PROMPT, steps, "fp16")
     budget = budget_for(spec, w, 0.3, get_profile("h200-pcie"))
     model = dak.offload(path, batch=2, prompt_len=PROMPT, gen_len=steps, hbm_budget=budget,
-                        policy="consolidated", dtype=DTYPE, tune=False)
+                        policy=policy, dtype=DTYPE, tune=False)
     pl = model.dak_placement
-    assert pl.policy == "consolidated" and pl.host_bytes >= pl.required_host_bytes > 0
+    assert pl.policy == policy and pl.host_bytes >= pl.required_host_bytes > 0
     assert pl.predicted_s <= plan(spec, w, get_profile("h200-pcie"), budget, "greedy").predicted_s * (1 + 1e-9)
     ids = torch.randint(3, hf.config.vocab_size, (2, PROMPT), generator=torch.Generator().manual_seed(9))
     seq = model.generate(ids, max_new_tokens=steps)

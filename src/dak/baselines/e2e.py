@@ -31,7 +31,7 @@ from dak.models.ops import Workload, list_operators, minimum_hbm_set
 from dak.models.spec import ModelSpec
 from dak.planner import plan
 from dak.planner.plan import step_overhead
-from dak.planner.cost import op_time
+from dak.planner.cost import op_time, roofline_time
 from dak.planner.placement import Placement
 from dak.planner.plan import _op_placement
 
@@ -93,7 +93,9 @@ def prefetch_placement(spec: ModelSpec, w: Workload, profile: HardwareProfile, b
 
 def roofline_bound(spec: ModelSpec, w: Workload, profile: HardwareProfile, budget: int) -> float:
     """Best step time for this HBM budget: the greedy placement's sum of per-op roofline times."""
-    return plan(spec, w, profile.roofline_only(), budget, "greedy").step_time_s
+    pl = plan(spec, w, profile.roofline_only(), budget, "greedy")
+    ops = list_operators(spec, w)
+    return sum(roofline_time(op, p.ratio, profile) for op, p in zip(ops, pl.ops))
 
 
 def build_placed(cfg: dict, placement: Placement, *, batch: int, max_len: int, dtype: torch.dtype,
@@ -140,7 +142,7 @@ def install_prefetch(model: nn.Module, placement: Placement, dtype: torch.dtype,
 def placement_summary(pl: Placement) -> dict:
     """The fields of a placement that a benchmark row records."""
     keep = ("policy", "hbm_budget", "required_host_bytes", "host_bytes", "hbm_bytes", "staging_bytes",
-            "step_time_s", "overhead_s", "feasible", "note", "cost_model")
+            "step_time_s", "overhead_s", "link_s", "feasible", "note", "cost_model")
     d = {k: getattr(pl, k) for k in keep}
     if not math.isfinite(d["step_time_s"]):
         d["step_time_s"] = None

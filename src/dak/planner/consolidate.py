@@ -5,7 +5,8 @@ optimum). Measured end to end, each split operator also costs a fixed excess (la
 copy engine's start-up, host KV staging; ``dak.planner.overhead``), so spreading thin can lose
 to concentrating. `consolidate` keeps some operator kinds (all q_proj, all attention, ...)
 entirely in HBM and re-solves the greedy over the rest, choosing the set of kinds that
-minimizes sum_i T_i(x_i) + overheads.
+minimizes the predicted step (the plan passes dak.planner.stream's chain model; the ranking
+of kind sets below uses sum_i T_i(x_i) + overheads).
 
 The search is exhaustive over kind sets (2^kinds, at most 2^MAX_EXHAUSTIVE_KINDS): a
 one-kind-at-a-time descent gets stuck where no single kind helps but several together do
@@ -24,7 +25,7 @@ import itertools
 
 from .cost import op_time, segments
 from .greedy import fill_by_slope, round_to_units, solve_continuous
-from .overhead import fusion_overhead, split_overhead
+from .overhead import split_overhead
 
 MAX_EXHAUSTIVE_KINDS = 14  # beyond: one kind at a time (descent)
 EXACT_CANDIDATES = 4       # best-scored kind sets always placed exactly
@@ -32,9 +33,9 @@ EXACT_MARGIN = 0.05        # ... and every set scored within this of the best (t
 EXACT_MAX = 64             # rounding to whole units moves it by a few percent), at most EXACT_MAX
 
 
-def _place(ops, R: int, profile, workload, off: frozenset, fused: bool = True):
-    """(predicted operator time + split overheads, units per op) with kinds `off` kept in HBM,
-    or None when the other operators cannot hold R bytes."""
+def _place(ops, R: int, profile, off: frozenset, predict):
+    """(predict(host bytes), units per op) with kinds `off` kept in HBM, or None when the other
+    operators cannot hold R bytes."""
     idx = [i for i, op in enumerate(ops) if op.kind not in off]
     sub = [ops[i] for i in idx]
     if sum(op.bytes for op in sub) < R:
@@ -46,8 +47,7 @@ def _place(ops, R: int, profile, workload, off: frozenset, fused: bool = True):
     host = [op.host_bytes_for(k) for op, k in zip(ops, ks)]
     if sum(host) < R:
         return None
-    t = sum(op_time(op, h / op.bytes if op.bytes else 0.0, profile) for op, h in zip(ops, host))
-    return t + split_overhead(ops, host, workload, profile) + fusion_overhead(ops, host, workload, profile, fused), ks
+    return predict(host), ks
 
 
 def _classes(ops, profile):
@@ -75,11 +75,11 @@ def _score(classes, R: int, profile, workload, off: frozenset) -> float | None:
     return total + sum(m * op_time(rep, 0.0, profile) for rep, m, _ in classes if rep.kind in off)
 
 
-def _descent(ops, R, profile, workload, kinds, best, min_gain, fused):
+def _descent(ops, R, profile, kinds, best, min_gain, predict):
     off: frozenset = frozenset()
     while True:
         trials = [(res, off | {k}) for k in kinds if k not in off
-                  for res in [_place(ops, R, profile, workload, off | {k}, fused)] if res is not None]
+                  for res in [_place(ops, R, profile, off | {k}, predict)] if res is not None]
         if not trials:
             return best[1]
         res, cand = min(trials, key=lambda t: t[0][0])
@@ -88,14 +88,19 @@ def _descent(ops, R, profile, workload, kinds, best, min_gain, fused):
         best, off = res, cand
 
 
-def consolidate(ops, R: int, profile, workload, min_gain: float = 0.005, fused: bool = True) -> list[int]:
-    """Host units per operator (see the module doc); `fused`: the runtime fuses all-HBM projection groups."""
-    greedy = _place(ops, R, profile, workload, frozenset(), fused)
+def consolidate(ops, R: int, profile, workload, min_gain: float = 0.005, predict=None) -> list[int]:
+    """Host units per operator (see the module doc). `predict(host bytes per op)`: the step time a
+    placement is judged by (default: operator times plus split overheads, as `_score` ranks)."""
+    if predict is None:
+        def predict(host):
+            t = sum(op_time(op, h / op.bytes if op.bytes else 0.0, profile) for op, h in zip(ops, host))
+            return t + split_overhead(ops, host, workload, profile)
+    greedy = _place(ops, R, profile, frozenset(), predict)
     if R <= 0 or greedy is None:
         return greedy[1] if greedy else [0] * len(ops)
     kinds = sorted({op.kind for op in ops})
     if len(kinds) > MAX_EXHAUSTIVE_KINDS:
-        return _descent(ops, R, profile, workload, kinds, greedy, min_gain, fused)
+        return _descent(ops, R, profile, kinds, greedy, min_gain, predict)
     classes = _classes(ops, profile)
     scored = []
     for n in range(1, len(kinds) + 1):
@@ -108,7 +113,7 @@ def consolidate(ops, R: int, profile, workload, min_gain: float = 0.005, fused: 
     near = [c for i, c in enumerate(scored)
             if i < EXACT_CANDIDATES or c[0] <= scored[0][0] * (1 + EXACT_MARGIN)][:EXACT_MAX]
     for _, off in near:
-        res = _place(ops, R, profile, workload, off, fused)
+        res = _place(ops, R, profile, off, predict)
         if res is not None and res[0] < best[0]:
             best = res
     return best[1] if best[0] < greedy[0] * (1 - min_gain) else greedy[1]

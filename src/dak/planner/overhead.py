@@ -8,8 +8,8 @@
   (``inplace_op_overhead_s``) or through the copy engine (``copy_op_overhead_s``, host share
   above ``dak.shares.ce_min_share()``), and ``attention_host_excess`` x the host-KV link time
   of split attention. Operators with a measured curve carry their own excess and add nothing.
-  Under the copy-ahead chain model (``dak.planner.stream``) a copy-engine linear costs only its
-  launch here (``inplace_op_overhead_s``); its copy's start-up is on the link side.
+  A copy-engine linear's copy also pays ``copy_op_overhead_s`` of start-up on the link side of
+  the copy-ahead chain model (``dak.planner.stream``).
 """
 
 from __future__ import annotations
@@ -45,9 +45,9 @@ def fusion_overhead(ops, host_bytes, workload: Workload, profile: HardwareProfil
     return extra * profile.unfused_op_overhead_s
 
 
-def split_overhead(ops, host_bytes, workload: Workload, profile: HardwareProfile, chained: bool = False) -> float:
+def split_overhead(ops, host_bytes, workload: Workload, profile: HardwareProfile) -> float:
     """Decode-step time of the split operators beyond their roofline; `host_bytes[i]` is the
-    host part of `ops[i]`. `chained`: copy-engine linears cost a launch (see the module doc)."""
+    host part of `ops[i]`."""
     if workload.phase != "decode":
         return 0.0
     share, total = ce_min_share(), 0.0
@@ -57,7 +57,7 @@ def split_overhead(ops, host_bytes, workload: Workload, profile: HardwareProfile
         ratio = host / op.bytes
         if op.kind == "attention":
             total += profile.attention_host_excess * op.traffic * ratio / profile.split_host_bandwidth
-        elif ratio > share and not chained:
+        elif ratio > share:
             total += profile.copy_op_overhead_s
         else:
             total += profile.inplace_op_overhead_s

@@ -40,7 +40,7 @@ class Placement:
     hbm_budget: int              # bytes of HBM the plan may use
     min_hbm_bytes: int           # norms + activation workspace + runtime reserve
     required_host_bytes: int     # R = max(0, total_bytes - hbm_budget)
-    staging_bytes: int           # HBM staging buffers (prefetch policy only)
+    staging_bytes: int           # HBM staging the plan holds inside its budget (prefetch; streamed)
     ops: tuple[OpPlacement, ...]
     total_bytes: int             # sum of operator bytes + min_hbm_bytes
     hbm_bytes: int               # min set + HBM parts of the ops + staging
@@ -53,20 +53,23 @@ class Placement:
     cost_model: str = "roofline"  # 'roofline' | 'measured' (convex envelope of calibrated curves)
     measured_ops: int = 0         # operators timed by a measured curve (the rest: roofline)
     overhead_s: float = 0.0       # decode: layers x the profile's layer_overhead_s (not in step_time_s)
-    link_s: float = 0.0           # streamed: the copy-ahead chain's link time L (dak.planner.stream)
+    link_s: float = 0.0           # decode, dak's policies: the host link's busy time L (dak.planner.stream)
 
     @property
     def predicted_s(self) -> float:
-        """Predicted step time: the operators' time plus the small kernels between them, or the
-        link time of the copy-ahead chain when that is longer (streamed placements)."""
-        return max(self.step_time_s + self.overhead_s, self.link_s)
+        """Predicted step time: the operators' local time plus the small kernels between them
+        (A), combined with the host link's busy time L (dak.planner.stream.combine)."""
+        from .stream import combine
+        return combine(self.step_time_s + self.overhead_s, self.link_s)
 
     @property
     def effective_bandwidth(self) -> float:
-        """Total traffic / step time in bytes/s (0 when infeasible)."""
+        """Total traffic / the operators' time (their local time with the link's) in bytes/s
+        (0 when infeasible)."""
+        from .stream import combine
         if not self.feasible or self.step_time_s <= 0 or math.isinf(self.step_time_s):
             return 0.0
-        return self.total_traffic / self.step_time_s
+        return self.total_traffic / combine(self.step_time_s, self.link_s)
 
     @property
     def offload_ratio(self) -> float:

@@ -41,7 +41,7 @@ from .curves import coverage
 from .greedy import round_to_units, solve_continuous
 from .overhead import fusion_overhead, split_overhead, step_overhead
 from .placement import OpPlacement, Placement
-from .stream import chain_time, staging_for, streamed
+from .stream import chain_predict, chained, staging_for, streamed
 
 POLICIES = ("greedy", "consolidated", "streamed", "uniform", "prefetch")
 COST_MODELS = ("auto", "roofline", "measured")
@@ -128,49 +128,48 @@ def plan(spec: ModelSpec, workload: Workload, profile: HardwareProfile, hbm_budg
                   cost_model=model_used, measured_ops=measured, overhead_s=step_overhead(spec, workload, profile))
     staging, feasible, note, link = 0, True, "", 0.0
     base = common["overhead_s"]
-
-    def chained(host):  # (local times, overheads, link time) under the copy-ahead chain model
-        ct = chain_time(ops, host, profile)
-        extra = split_overhead(ops, host, workload, profile, chained=True) + fusion_overhead(
-            ops, host, workload, profile, fused)
-        return ct, extra
-
-    def chain_predict(host):
-        ct, extra = chained(host)
-        return max(sum(ct.times) + base + extra, ct.link_s)
+    reserved = False  # the placement holds its copy-engine staging inside the budget (streamed)
 
     if policy == "prefetch":
         ks, times, staging, feasible, note = _prefetch(ops, R, profile)
-    elif policy == "streamed":
-        best = streamed(ops, R, profile, chain_predict)
-        if best is None:
-            ks, times, feasible = [0] * len(ops), [math.inf] * len(ops), False
-            note = "streamed infeasible: no set of linear kinds holds the host share above the copy-engine threshold"
-        else:
-            ks = best[1]
     else:
-        if policy == "greedy":
+        def predict(units):
+            return chain_predict(ops, [op.host_bytes_for(k) for op, k in zip(ops, units)], workload, profile,
+                                 fused, base)
+        best = None
+        if policy in ("streamed", "consolidated") and workload.phase == "decode":
+            best = streamed(ops, R, profile, lambda h: chain_predict(ops, h, workload, profile, fused, base))
+        if policy == "streamed":
+            ks, reserved = (best[1], True) if best else ([0] * len(ops), False)
+            if best is None:
+                feasible = False
+                note = "streamed infeasible: no set of linear kinds holds the host share above the copy-engine threshold"
+        elif policy == "greedy":
             xs, _ = solve_continuous(ops, R, profile, spare_link=spare_link)
             ks = round_to_units(ops, xs, R, profile)
             if spare_link:  # then add units wherever that still lowers the op's time
                 ks = [_descend(op, k, profile) for op, k in zip(ops, ks)]
-        elif policy == "consolidated":
-            ks = consolidate(ops, R, profile, workload, fused=fused)
+        elif policy == "consolidated":  # its own kind-set search, or the best streamed placement
+            chain = ((lambda h: chain_predict(ops, h, workload, profile, fused, base))
+                     if workload.phase == "decode" else None)
+            ks = consolidate(ops, R, profile, workload, predict=chain)
+            if best is not None and best[0] < predict(ks):
+                ks, reserved = best[1], True
         else:
             x = R / op_bytes if op_bytes else 0.0
             ks = [_units_covering(op, x) for op in ops]
-        times = [op_time(op, op.host_bytes_for(k) / op.bytes if op.bytes else 0.0, profile)
-                 for op, k in zip(ops, ks)]
     host_parts = [op.host_bytes_for(k) for op, k in zip(ops, ks)]
-    if policy == "streamed" and feasible:
-        ct, extra = chained(host_parts)
-        times, link, staging = list(ct.times), ct.link_s, staging_for(ops, host_parts)
-        common["overhead_s"] += extra
-    elif policy != "prefetch":
-        common["overhead_s"] += split_overhead(ops, host_parts, workload, profile) + fusion_overhead(
-            ops, host_parts, workload, profile, fused)
-    else:  # the prefetch baseline stages whole layers and fuses its groups either way
+    if policy == "prefetch":  # the baseline stages whole layers and fuses its groups either way
         common["overhead_s"] += fusion_overhead(ops, [0] * len(ops), workload, profile, fused)
+    elif not feasible:
+        times = [math.inf] * len(ops)
+    elif workload.phase == "decode":  # the copy-ahead chain model (dak.planner.stream)
+        ct, extra = chained(ops, host_parts, workload, profile, fused)
+        times, link = list(ct.times), ct.link_s
+        staging = staging_for(ops, host_parts) if reserved else 0
+        common["overhead_s"] += extra
+    else:
+        times = [op_time(op, h / op.bytes if op.bytes else 0.0, profile) for op, h in zip(ops, host_parts)]
     placed = tuple(_op_placement(op, k, t) for op, k, t in zip(ops, ks, times))
     host = sum(p.host_bytes for p in placed)
     if host > profile.host_ram:

@@ -8,12 +8,15 @@ above `dak.shares.ce_min_share()` instead go through the copy engine, and the co
 (`dak.kernels.copy_ahead`) copies operator i+1's rows while operator i runs, so their link time
 overlaps the whole step. For those operators a per-operator max is the wrong model; the step is
 
-    T = max(A, L)
+    T = (A^p + L^p)^(1/p)   (a max with a rounded corner, p = CONTENTION_NORM)
     A = sum of local times (copy-engine linears: max(T_comp, (1-x)D/B_g); the rest: op_time)
-        + the step's overheads (small kernels per layer, per-split-operator launches)
+        + the step's overheads (small kernels per layer, per-split-operator costs, unfused groups)
     L = link time of every host byte read per step (copy-engine rows at host_bandwidth_ce,
         in-place rows at the split host bandwidth, host KV) + copy_op_overhead_s per copy
         (the engine's start-up) + the first copy of the step (nothing hides it)
+
+Every dak placement (greedy, consolidated, uniform, streamed) is predicted this way; without
+copy-engine parts L is the in-place parts' own link time, already inside A, and adds little.
 
 `streamed` places the embeddings' free bytes first (a lookup reads B rows), then spreads the
 rest evenly over one set of linear kinds (every set is tried), at a share above the copy-engine
@@ -29,8 +32,14 @@ from dataclasses import dataclass
 
 from ..shares import ce_min_share
 from .cost import op_time
+from .overhead import fusion_overhead, split_overhead
 
 MAX_STREAM_KINDS = 10  # linear kinds tried exhaustively (2^10 sets); beyond, the largest ones
+# The step's two sides combine as a p-norm rather than a hard max. Fitted with the profile's
+# copy_op_overhead_s on the 35 dak runs of benchmarks/results/e2e-{streamed,opt-30b-streamed,
+# fused}-s7-h200.json (H200, bs 8): p = 6 predicts 34 within 10% (worst 10.8%); a hard max 33
+# (worst 17%: OPT-30B at 2%, in-place reads and copies sharing the link about equally).
+CONTENTION_NORM = 6
 
 
 @dataclass(frozen=True)
@@ -71,8 +80,32 @@ STAGED_PARTS = 3  # two copy-ahead slots, and prefill stages the largest host pa
                   # (dak.runtime.offload.staging_bytes_for with the default knobs)
 
 
+def chained(ops, host_bytes, workload, profile, fused: bool) -> tuple[ChainTime, float]:
+    """(chain_time, the split operators' and unfused groups' overheads under the chain model)."""
+    extra = split_overhead(ops, host_bytes, workload, profile) + fusion_overhead(ops, host_bytes, workload, profile, fused)
+    return chain_time(ops, host_bytes, profile), extra
+
+
+def combine(compute_s: float, link_s: float) -> float:
+    """The step from its compute side A and link side L: (A^p + L^p)^(1/p), p = CONTENTION_NORM,
+    a max that rounds its corner: when the two are close, copies and in-place reads queue behind
+    each other and neither side runs flat out."""
+    if link_s <= 0:
+        return compute_s
+    p = CONTENTION_NORM
+    return (compute_s ** p + link_s ** p) ** (1.0 / p)
+
+
+def chain_predict(ops, host_bytes, workload, profile, fused: bool, base: float) -> float:
+    """Predicted decode step combine(local times + base + overheads, link time); `base`: the
+    step's small kernels (dak.planner.overhead.step_overhead)."""
+    ct, extra = chained(ops, host_bytes, workload, profile, fused)
+    return combine(sum(ct.times) + base + extra, ct.link_s)
+
+
 def staging_for(ops, host_bytes) -> int:
-    """HBM the copy engine stages: STAGED_PARTS x the largest copy-engine host part."""
+    """HBM the copy engine stages (dak.runtime.offload.staging_bytes_for): STAGED_PARTS x the
+    largest copy-engine host part."""
     parts = [h for op, h in zip(ops, host_bytes) if uses_copy_engine(op, h)]
     return STAGED_PARTS * max(parts, default=0)
 
