@@ -173,7 +173,8 @@ def test_consolidated_policy_runs_and_matches_hf(checkpoints, family, policy):
                         policy=policy, dtype=DTYPE, tune=False)
     pl = model.dak_placement
     assert pl.policy == policy and pl.host_bytes >= pl.required_host_bytes > 0
-    assert pl.predicted_s <= plan(spec, w, get_profile("h200-pcie"), budget, "greedy").predicted_s * (1 + 1e-9)
+    if policy == "consolidated":
+        assert pl.predicted_s <= plan(spec, w, get_profile("h200-pcie"), budget, "greedy").predicted_s * (1 + 1e-9)
     ids = torch.randint(3, hf.config.vocab_size, (2, PROMPT), generator=torch.Generator().manual_seed(9))
     seq = model.generate(ids, max_new_tokens=steps)
     assert _check_tokens(hf, seq, steps) >= 2 * steps - 1

@@ -45,9 +45,10 @@ def fusion_overhead(ops, host_bytes, workload: Workload, profile: HardwareProfil
     return extra * profile.unfused_op_overhead_s
 
 
-def split_overhead(ops, host_bytes, workload: Workload, profile: HardwareProfile) -> float:
+def split_overhead(ops, host_bytes, workload: Workload, profile: HardwareProfile, many: bool = False) -> float:
     """Decode-step time of the split operators beyond their roofline; `host_bytes[i]` is the
-    host part of `ops[i]`."""
+    host part of `ops[i]`; `many`: more tokens than a decode program covers, so every split
+    linear goes through the copy engine."""
     if workload.phase != "decode":
         return 0.0
     share, total = ce_min_share(), 0.0
@@ -57,7 +58,7 @@ def split_overhead(ops, host_bytes, workload: Workload, profile: HardwareProfile
         ratio = host / op.bytes
         if op.kind == "attention":
             total += profile.attention_host_excess * op.traffic * ratio / profile.split_host_bandwidth
-        elif ratio > share:
+        elif many or ratio > share:
             total += profile.copy_op_overhead_s
         else:
             total += profile.inplace_op_overhead_s

@@ -149,10 +149,14 @@ def plan(spec: ModelSpec, workload: Workload, profile: HardwareProfile, hbm_budg
             ks = round_to_units(ops, xs, R, profile)
             if spare_link:  # then add units wherever that still lowers the op's time
                 ks = [_descend(op, k, profile) for op, k in zip(ops, ks)]
-        elif policy == "consolidated":  # its own kind-set search, or the best streamed placement
+        elif policy == "consolidated":  # its kind-set search, the uniform split or the best streamed one
             chain = ((lambda h: chain_predict(ops, h, workload, profile, fused, base))
                      if workload.phase == "decode" else None)
             ks = consolidate(ops, R, profile, workload, predict=chain)
+            if chain is not None:
+                flat = [_units_covering(op, R / op_bytes) for op in ops]
+                if predict(flat) < predict(ks):
+                    ks = flat
             if best is not None and best[0] < predict(ks):
                 ks, reserved = best[1], True
         else:

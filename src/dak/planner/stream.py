@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 from ..shares import ce_min_share
 from .cost import op_time
+from .curves import MAX_DECODE_TOKENS
 from .overhead import fusion_overhead, split_overhead
 
 MAX_STREAM_KINDS = 10  # linear kinds tried exhaustively (2^10 sets); beyond, the largest ones
@@ -50,19 +51,26 @@ class ChainTime:
     link_s: float                 # L in the module doc
 
 
-def uses_copy_engine(op, host: int) -> bool:
-    """Whether the runtime's untuned decode config moves this op's host rows by copy engine
-    (dak.kernels.config.heuristic_config: host rows above ce_min_share() of the rows)."""
+def uses_copy_engine(op, host: int, many: bool = False) -> bool:
+    """Whether the runtime's untuned config moves this linear's host rows by copy engine
+    (dak.kernels.config.heuristic_config: host rows above ce_min_share() of the rows, or any
+    host rows when `many` tokens, beyond MAX_DECODE_TOKENS, go through cuBLAS)."""
     return (bool(host) and op.bytes > 0 and not op.kind.startswith("embed") and op.kind != "attention"
-            and host > ce_min_share() * op.bytes)
+            and (many or host > ce_min_share() * op.bytes))
 
 
-def chain_time(ops, host_bytes, profile) -> ChainTime:
-    """Local times, copy-engine flags and link time L of the placement `host_bytes` (decode)."""
+def many_tokens(workload) -> bool:
+    """More tokens per step than one decode program covers (batch decode beyond MAX_DECODE_TOKENS)."""
+    return workload.phase == "decode" and workload.batch > MAX_DECODE_TOKENS
+
+
+def chain_time(ops, host_bytes, profile, many: bool = False) -> ChainTime:
+    """Local times, copy-engine flags and link time L of the placement `host_bytes` (decode;
+    `many`: see many_tokens)."""
     times, flags, link, first = [], [], 0.0, None
     for op, h in zip(ops, host_bytes):
         x = h / op.bytes if op.bytes else 0.0
-        ce = uses_copy_engine(op, h)
+        ce = uses_copy_engine(op, h, many)
         flags.append(ce)
         if ce:
             times.append(max(op.flops / profile.flops, (1.0 - x) * op.traffic / profile.hbm_bandwidth))
@@ -82,8 +90,10 @@ STAGED_PARTS = 3  # two copy-ahead slots, and prefill stages the largest host pa
 
 def chained(ops, host_bytes, workload, profile, fused: bool) -> tuple[ChainTime, float]:
     """(chain_time, the split operators' and unfused groups' overheads under the chain model)."""
-    extra = split_overhead(ops, host_bytes, workload, profile) + fusion_overhead(ops, host_bytes, workload, profile, fused)
-    return chain_time(ops, host_bytes, profile), extra
+    many = many_tokens(workload)
+    extra = split_overhead(ops, host_bytes, workload, profile, many) + fusion_overhead(
+        ops, host_bytes, workload, profile, fused)
+    return chain_time(ops, host_bytes, profile, many), extra
 
 
 def combine(compute_s: float, link_s: float) -> float:
