@@ -16,17 +16,19 @@ step() {  # step SECONDS COMMAND...: run with a time limit, log the tail, never 
     rm -f "$OUT/.step.log"
 }
 case "$1" in
-X)  # the batch-8 headline on this session's defaults (fused projections; consolidated with streamed placements), prefetch beside; the 70B real-capacity case
+X)  # (run 2026-12-01, session 7; the first two steps stopped at their limits) the batch-8 headline on this session's defaults (fused projections; consolidated with streamed placements), prefetch beside; the 70B real-capacity case
     step 230 python3 -m dak bench e2e --models llama-2-7b,llama-3-8b,opt-6.7b --batch 8 \
         --systems dak-consolidated,prefetch --out "$OUT/e2e-headline.json"
     step 220 python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 1,2,5,10,20,40 \
         --systems dak-consolidated,prefetch --out "$OUT/e2e-opt-30b-headline.json"
     step 120 python3 -m dak bench e2e --real-capacity llama-2-70b --out "$OUT/e2e-llama-2-70b-rc-s7.json"
     ;;
-Y)  # batch 512 on these defaults; the split-kernel GPU tests the last whole-suite run did not reach
-    step 160 python3 -m dak bench e2e --models llama-2-7b --batch 512 --ratios 5,20,40 \
+Y)  # batch 512 on these defaults; OPT-6.7B 10-40% (call X stopped before them); the split-kernel GPU tests
+    step 170 python3 -m dak bench e2e --models llama-2-7b --batch 512 --ratios 5,20,40 \
         --systems dak-consolidated,dak-uniform,prefetch --out "$OUT/e2e-bs512.json"
-    step 400 python3 -m pytest -q -m gpu tests/test_split_attention_gpu.py tests/test_split_linear_gpu.py \
+    step 90 python3 -m dak bench e2e --models opt-6.7b --batch 8 --ratios 10,20,40 \
+        --systems dak-consolidated,prefetch --out "$OUT/e2e-opt-headline-b.json"
+    step 290 python3 -m pytest -q -m gpu tests/test_split_attention_gpu.py tests/test_split_linear_gpu.py \
         tests/test_split_linear_large_n_gpu.py
     ;;
 W)  # (run 2026-12-01, session 7) streamed placements (every host byte on the copy-ahead chain) against consolidated and prefetch, fused default
