@@ -9,6 +9,7 @@ from dak.models import Workload, list_operators, load_spec, minimum_hbm_set
 from dak.planner import plan, plan_all, solve_continuous
 from dak.planner.cost import op_time
 from dak.planner.overhead import fusion_overhead
+from dak.planner.stream import chain_time
 
 H200 = get_profile("h200-pcie")
 GIB = 2**30
@@ -171,8 +172,11 @@ def test_prediction_adds_each_split_operators_overhead():
         budget = int(total * (1 - x))
         pl, ref = plan(spec, w, prof, budget, policy), plan(spec, w, bare, budget, policy)
         assert [o.host_units for o in pl.ops] == [o.host_units for o in ref.ops]  # decisions unchanged
-        unfused = fusion_overhead(list_operators(spec, w), [o.host_bytes for o in ref.ops], w, prof, True)
-        assert pl.step_time_s == ref.step_time_s and ref.overhead_s == pytest.approx(32 * H200.layer_overhead_s + unfused)
+        host = [o.host_bytes for o in ref.ops]
+        unfused = fusion_overhead(list_operators(spec, w), host, w, prof, True)
+        first = chain_time(list_operators(spec, w), host, prof).first_s  # the step's first copy waits
+        assert pl.step_time_s == ref.step_time_s
+        assert ref.overhead_s == pytest.approx(32 * H200.layer_overhead_s + unfused + first)
         lin = [o for o in pl.ops if o.host_bytes and o.kind != "attention" and not o.kind.startswith("embed")]
         n_ce = sum(o.ratio > ce_min_share() for o in lin)
         att = sum(o.traffic * o.ratio for o in pl.ops if o.kind == "attention") / prof.split_host_bandwidth
@@ -189,5 +193,6 @@ def test_prediction_adds_each_split_operators_overhead():
         Curve(k, ((0.0, 1e-5), (1.0, 1e-3))) for k in sorted({op_key(o) for o in ops if op_key(o)})))
     pc = plan(spec, w, curved, budget)
     unfused = fusion_overhead(ops, [o.host_bytes for o in pc.ops], w, curved, True)
-    assert pc.cost_model == "measured" and pc.overhead_s == pytest.approx(32 * H200.layer_overhead_s + unfused)
+    first = chain_time(ops, [o.host_bytes for o in pc.ops], curved).first_s
+    assert pc.cost_model == "measured" and pc.overhead_s == pytest.approx(32 * H200.layer_overhead_s + unfused + first)
     assert pl.overhead_s > pc.overhead_s

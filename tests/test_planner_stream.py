@@ -49,9 +49,9 @@ def test_chain_time_by_hand():
         else:
             assert not ct.copy_engine[i] and ct.times[i] == pytest.approx(op_time(op, x, H200))
             link += x * op.traffic / H200.split_host_bandwidth if h else 0.0
-    assert first is not None and ct.link_s == pytest.approx(link + first)
+    assert first is not None and ct.link_s == pytest.approx(link + first) and ct.first_s == pytest.approx(first)
     base = step_overhead(spec, W, H200)
-    a = sum(ct.times) + base + split_overhead(ops, host, W, H200) + fusion_overhead(ops, host, W, H200, True)
+    a = sum(ct.times) + base + split_overhead(ops, host, W, H200) + fusion_overhead(ops, host, W, H200, True) + first
     assert chain_predict(ops, host, W, H200, True, base) == pytest.approx(combine(a, ct.link_s))
 
 
