@@ -27,6 +27,7 @@ from dak.calibrate import make_plan  # noqa: E402
 from dak.hardware import get_profile  # noqa: E402
 from dak.models import Workload, list_operators, load_spec, minimum_hbm_set  # noqa: E402
 from dak.planner import op_key, plan  # noqa: E402
+from dak.planner.cost import op_time  # noqa: E402
 
 
 def placements(spec, w, profile, offloads, tile_rows):
@@ -87,15 +88,19 @@ def main():
     for f, pls in plans:
         e2e = {}
         for cm, pl in pls.items():
-            measured_total = 0.0
+            # each operator alone (what `measure` times): its curve or roofline, copies included;
+            # a placement's op.time_s leaves copy-engine rows' link time to the step (dak.planner.stream)
+            prof = profile if cm == "measured" else profile.roofline_only()
+            measured_total = predicted_total = 0.0
             for p in pl.ops:
                 g = (op_key(ops[p.name]), host_units(p))
-                t = times.get(g)
-                measured_total += p.time_s if t is None else t
+                t, pred = times.get(g), op_time(ops[p.name], p.ratio, prof)
+                measured_total += pred if t is None else t
+                predicted_total += pred
                 if t is not None:
                     rows.append({"offload": f, "cost_model": cm, "op": p.name, "kind": p.kind, "ratio": p.ratio,
-                                 "predicted_s": p.time_s, "measured_s": t, "error": p.time_s / t - 1})
-            e2e[cm] = {"predicted_s": pl.step_time_s, "measured_s": measured_total}
+                                 "predicted_s": pred, "measured_s": t, "error": pred / t - 1})
+            e2e[cm] = {"predicted_s": predicted_total, "measured_s": measured_total}
         summary.append({"offload": f, **{f"{cm}_{k}": v for cm, d in e2e.items() for k, v in d.items()}})
         print(f"offload {f:.2f}: measured TPOT, greedy on measured curves {e2e['measured']['measured_s'] * 1e3:.3f} ms "
               f"(predicted {e2e['measured']['predicted_s'] * 1e3:.3f}), on roofline "

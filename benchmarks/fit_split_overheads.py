@@ -11,6 +11,11 @@ one and checked on it.
     PYTHONPATH=src python3 benchmarks/fit_split_overheads.py --results a.json,b.json
     PYTHONPATH=src python3 benchmarks/fit_split_overheads.py --results a.json --fix attention_host_excess=0.2
 
+Since session 7 the planner predicts dak's placements with the copy-ahead chain model
+(dak.planner.stream: compute side and link side combined), in which the excesses add linearly
+only where the compute side sets the step; on link-bound rows this regression is approximate.
+`benchmarks/fit_chain_model.py` checks the whole model.
+
 `--fix NAME=VALUE` holds a coefficient (one of COEFFS) and fits the others; either way the
 script ends with how many runs the profile's own coefficients and the fitted ones predict
 within 10%.

@@ -149,7 +149,8 @@ def run(model_name, batch, prompt_len, gen_len, ratio, steps, policy="consolidat
         timeline = graph_timeline(engine, steps)
         return {"model": model_name, "batch": batch, "x_req": ratio, "policy": policy, "fused_projections": fuse,
                 "offload_ratio": placement.offload_ratio, "tpot_graph_s": tpot,
-                "planned_step_s": placement.step_time_s, "busy_us_per_step": busy,
+                "planned_step_s": placement.step_time_s, "predicted_s": placement.predicted_s,
+                "busy_us_per_step": busy,
                 "categories": {c: {"kernels_per_step": n, "us_per_step": us} for c, (n, us) in
                                sorted(table.items(), key=lambda kv: -kv[1][1])},
                 "graph_timeline": timeline}

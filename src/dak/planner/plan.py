@@ -10,7 +10,10 @@ set); with HBM budget H the host must hold R = max(0, M - H) bytes.
   per-split-operator overheads (``dak.planner.consolidate``): fewer, larger host parts.
 * ``streamed`` -- the host share spread evenly over one set of linear kinds above the
   copy-engine threshold, so every host byte rides the copy-ahead chain and overlaps the whole
-  step; predicted as max(local times + overheads, link time) (``dak.planner.stream``).
+  step (``dak.planner.stream``).
+
+Decode predictions of dak's policies use the copy-ahead chain model of ``dak.planner.stream``:
+the step's compute side (local operator times and overheads) and link side combined.
 * ``uniform`` -- the same x = R / sum_i C_i on every op, rounded up to units.
 * ``prefetch`` -- FlexGen/vLLM-style offload: a share s of every layer's
   bytes lives on host and the copy engine streams it into an HBM staging
@@ -133,12 +136,14 @@ def plan(spec: ModelSpec, workload: Workload, profile: HardwareProfile, hbm_budg
     if policy == "prefetch":
         ks, times, staging, feasible, note = _prefetch(ops, R, profile)
     else:
+        decode = workload.phase == "decode"
+
+        def judge(host):  # predicted decode step of a placement given as host bytes per op
+            return chain_predict(ops, host, workload, profile, fused, base)
+
         def predict(units):
-            return chain_predict(ops, [op.host_bytes_for(k) for op, k in zip(ops, units)], workload, profile,
-                                 fused, base)
-        best = None
-        if policy in ("streamed", "consolidated") and workload.phase == "decode":
-            best = streamed(ops, R, profile, lambda h: chain_predict(ops, h, workload, profile, fused, base))
+            return judge([op.host_bytes_for(k) for op, k in zip(ops, units)])
+        best = streamed(ops, R, profile, judge) if decode and policy in ("streamed", "consolidated") else None
         if policy == "streamed":
             ks, reserved = (best[1], True) if best else ([0] * len(ops), False)
             if best is None:
@@ -150,10 +155,8 @@ def plan(spec: ModelSpec, workload: Workload, profile: HardwareProfile, hbm_budg
             if spare_link:  # then add units wherever that still lowers the op's time
                 ks = [_descend(op, k, profile) for op, k in zip(ops, ks)]
         elif policy == "consolidated":  # its kind-set search, the uniform split or the best streamed one
-            chain = ((lambda h: chain_predict(ops, h, workload, profile, fused, base))
-                     if workload.phase == "decode" else None)
-            ks = consolidate(ops, R, profile, workload, predict=chain)
-            if chain is not None:
+            ks = consolidate(ops, R, profile, workload, predict=judge if decode else None)
+            if decode:
                 flat = [_units_covering(op, R / op_bytes) for op in ops]
                 if predict(flat) < predict(ks):
                     ks = flat

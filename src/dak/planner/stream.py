@@ -22,8 +22,9 @@ copy-engine parts L is the in-place parts' own link time, already inside A, and 
 
 `streamed` places the embeddings' free bytes first (a lookup reads B rows), then spreads the
 rest evenly over one set of linear kinds (every set is tried), at a share above the copy-engine
-threshold; the HBM the copies stage (two slots, and prefill's largest part) counts against the budget. `consolidated` compares
-the best streamed placement with its own and keeps the faster prediction.
+threshold; the HBM the copies stage (two slots, and prefill's largest part) counts against the
+budget. `consolidated` keeps the fastest predicted of its kind-set search, the uniform split
+and the best streamed placement.
 """
 
 from __future__ import annotations
