@@ -56,6 +56,39 @@ def test_hbm_check_counts_copy_engine_staging(monkeypatch):
     check_memory(pl, 0, torch.device("cuda"))
 
 
+def test_streamed_plan_counts_its_staging_once(monkeypatch):
+    """A streamed placement holds its copy-engine staging inside hbm_bytes: the memory check
+    must not add it again, and must still refuse one byte less."""
+    from dak.baselines.e2e import budget_for
+    from dak.models.spec import ModelSpec, load_config
+    from dak.runtime.offload import check_memory, placement_for, staging_bytes_for, workload_for
+    name, cfg = load_config("opt-6.7b")
+    spec = ModelSpec.from_config(cfg, name=name)
+    w = workload_for(8, None, 32, 32, torch.bfloat16)
+    prof = get_profile("h200-pcie")
+    pl = placement_for(spec, w, prof, budget_for(spec, w, 0.02, prof), "streamed", None)
+    assert pl.staging_bytes > 0 and staging_bytes_for(pl) == pl.staging_bytes
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda d=None: "a test GPU")
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda d=None: (pl.hbm_bytes, 1 << 40))
+    check_memory(pl, 0, torch.device("cuda"))
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda d=None: (pl.hbm_bytes - 1, 1 << 40))
+    with pytest.raises(ValueError, match="lower hbm_budget"):
+        check_memory(pl, 0, torch.device("cuda"))
+
+
+def test_infeasible_streamed_plan_is_refused_before_allocating():
+    from dak.baselines.e2e import budget_for
+    from dak.models.spec import ModelSpec, load_config
+    from dak.runtime.offload import workload_for
+    name, cfg = load_config("tiny-llama")
+    spec = ModelSpec.from_config(cfg, name=name)
+    budget = budget_for(spec, workload_for(2, 12, None, None, torch.bfloat16), 0.99, get_profile("h200-pcie"))
+    before = pinned_bytes()
+    with pytest.raises(ValueError, match="streamed infeasible.*consolidated or greedy"):
+        dak.offload("tiny-llama", hbm_budget=budget, policy="streamed", batch=2, max_len=12)
+    assert pinned_bytes() == before
+
+
 def test_unsupported_architecture(tmp_path):
     (tmp_path / "config.json").write_text('{"model_type": "gpt2", "n_embd": 64}')
     with pytest.raises(ValueError, match="unsupported model_type"):

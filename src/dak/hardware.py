@@ -155,7 +155,8 @@ class HardwareProfile:
 
 SCHEMA = 2
 _MEASURED = ("meta",) + tuple(SECTIONS)
-OPTIONAL = {"layer_overhead_s": 0.0, "unfused_op_overhead_s": 0.0, "inplace_op_overhead_s": 0.0, "copy_op_overhead_s": 0.0,
+OPTIONAL = {"layer_overhead_s": 0.0, "unfused_op_overhead_s": 0.0, "inplace_op_overhead_s": 0.0,
+            "copy_op_overhead_s": 0.0,
             "attention_host_excess": 0.0}  # scalar fields a profile may leave out (their defaults)
 
 
@@ -192,7 +193,8 @@ PRESETS: dict[str, HardwareProfile] = {
         name="h200-pcie", hbm_bandwidth=3.7e12, host_bandwidth_ce=55.0e9,
         host_bandwidth_sm=51.3e9, flops=788e12, sm_count=132, smem_per_sm=228 * KIB,
         hbm_capacity=143771 * MIB, host_ram=128 * GIB, layer_overhead_s=31.2e-6,
-        unfused_op_overhead_s=5.2e-6, inplace_op_overhead_s=5.3e-6, copy_op_overhead_s=13.9e-6, attention_host_excess=0.53),
+        unfused_op_overhead_s=5.2e-6, inplace_op_overhead_s=5.3e-6, copy_op_overhead_s=13.9e-6,
+        attention_host_excess=0.53),
     # GH200 datasheet: 96 GB HBM3 at 4.0 TB/s, 900 GB/s NVLink-C2C (both host paths).
     "gh200": HardwareProfile(
         name="gh200", hbm_bandwidth=4.0e12, host_bandwidth_ce=900e9,

@@ -148,7 +148,8 @@ def plan(spec: ModelSpec, workload: Workload, profile: HardwareProfile, hbm_budg
             ks, reserved = (best[1], True) if best else ([0] * len(ops), False)
             if best is None:
                 feasible = False
-                note = "streamed infeasible: no set of linear kinds holds the host share above the copy-engine threshold"
+                note = ("streamed infeasible: no set of linear kinds holds the host share above the "
+                        "copy-engine threshold; use the consolidated or greedy policy")
         elif policy == "greedy":
             xs, _ = solve_continuous(ops, R, profile, spare_link=spare_link)
             ks = round_to_units(ops, xs, R, profile)

@@ -59,7 +59,8 @@ def placement_for(spec: ModelSpec, w: Workload, profile: HardwareProfile, hbm_bu
     """The planner's placement, or (host_ratio) the uniform policy moving that share of every operator.
     fused: whether the model will fuse its all-HBM projection groups (the prediction's overheads)."""
     if policy == "prefetch":
-        raise ValueError("policy 'prefetch' is a baseline (dak bench e2e runs it); use 'consolidated', 'streamed', 'greedy' or 'uniform'")
+        raise ValueError("policy 'prefetch' is a baseline (dak bench e2e runs it); use 'consolidated', "
+                         "'streamed', 'greedy' or 'uniform'")
     if host_ratio is None:
         budget = None if hbm_budget is None else parse_size(hbm_budget)
         return plan(spec, w, profile, budget, policy, fused=fused)
