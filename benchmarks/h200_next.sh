@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh X|Y|W|V|U|T|S|R|Q|P|L|M|N|K|J|I|G|H|F|A|B|C|D|E
+#   bash benchmarks/h200_next.sh Z1|Z2|Z3|X|Y|W|V|U|T|S|R|Q|P|L|M|N|K|J|I|G|H|F|A|B|C|D|E
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy has no .git).
 set -u
@@ -16,6 +16,24 @@ step() {  # step SECONDS COMMAND...: run with a time limit, log the tail, never 
     rm -f "$OUT/.step.log"
 }
 case "$1" in
+Z1) # the split-kernel GPU tests, one file per step; unbuffered and verbose, so a step stopped at its
+    # limit still logs every test it finished (call Y's buffered -q step logged nothing)
+    for f in tests/test_split_attention_gpu.py tests/test_split_linear_gpu.py; do
+        step 280 python3 -u -m pytest -x -v -p no:cacheprovider -m gpu "$f"
+    done
+    ;;
+Z2) # the 70B real-capacity case: this session's plan, unfused, and greedy, in one call (1.13x vs 1.09-1.10x before)
+    step 150 python3 -m dak bench e2e --real-capacity llama-2-70b --out "$OUT/e2e-70b-rc-default.json"
+    step 150 python3 -m dak bench e2e --real-capacity llama-2-70b --no-fuse-projections --out "$OUT/e2e-70b-rc-unfused.json"
+    step 150 python3 -m dak bench e2e --real-capacity llama-2-70b --rc-systems dak-greedy --out "$OUT/e2e-70b-rc-greedy.json"
+    ;;
+Z3) # the large-N GPU tests; OPT-30B at 5%, dak's step beside prefetch's (the last batch-8 case slower than prefetch)
+    step 200 python3 -u -m pytest -x -v -p no:cacheprovider -m gpu tests/test_split_linear_large_n_gpu.py
+    step 150 python3 benchmarks/profile_step.py --model opt-30b --policy consolidated --ratios 0.05 \
+        --out "$OUT/step-opt-30b-consolidated.json"
+    step 150 python3 benchmarks/profile_step.py --model opt-30b --policy prefetch --ratios 0.05 \
+        --out "$OUT/step-opt-30b-prefetch.json"
+    ;;
 X)  # (run 2026-12-01, session 7; the first two steps stopped at their limits) the batch-8 headline on this session's defaults (fused projections; consolidated with streamed placements), prefetch beside; the 70B real-capacity case
     step 230 python3 -m dak bench e2e --models llama-2-7b,llama-3-8b,opt-6.7b --batch 8 \
         --systems dak-consolidated,prefetch --out "$OUT/e2e-headline.json"
@@ -23,7 +41,7 @@ X)  # (run 2026-12-01, session 7; the first two steps stopped at their limits) t
         --systems dak-consolidated,prefetch --out "$OUT/e2e-opt-30b-headline.json"
     step 120 python3 -m dak bench e2e --real-capacity llama-2-70b --out "$OUT/e2e-llama-2-70b-rc-s7.json"
     ;;
-Y)  # batch 512 on these defaults; OPT-6.7B 10-40% (call X stopped before them); the split-kernel GPU tests
+Y)  # (run 2026-12-01, session 7; the pytest step stopped at its limit without output) batch 512 on these defaults; OPT-6.7B 10-40% (call X stopped before them); the split-kernel GPU tests
     step 170 python3 -m dak bench e2e --models llama-2-7b --batch 512 --ratios 5,20,40 \
         --systems dak-consolidated,dak-uniform,prefetch --out "$OUT/e2e-bs512.json"
     step 90 python3 -m dak bench e2e --models opt-6.7b --batch 8 --ratios 10,20,40 \
