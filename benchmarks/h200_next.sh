@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh Z1|Z2|Z3|X|Y|W|V|U|T|S|R|Q|P|L|M|N|K|J|I|G|H|F|A|B|C|D|E
+#   bash benchmarks/h200_next.sh Z1|Z4|Z2|Z3|X|Y|W|V|U|T|S|R|Q|P|L|M|N|K|J|I|G|H|F|A|B|C|D|E
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy has no .git).
 set -u
@@ -21,6 +21,14 @@ Z1) # the split-kernel GPU tests, one file per step; unbuffered and verbose, so 
     for f in tests/test_split_attention_gpu.py tests/test_split_linear_gpu.py; do
         step 280 python3 -u -m pytest -x -v -p no:cacheprovider -m gpu "$f"
     done
+    ;;
+Z4) # the attention random-case test (stopped at 280 s in Z1 with no case logged) with progress and a stack
+    # dump at 300 s; then the file's other tests
+    f=tests/test_split_attention_gpu.py
+    step 330 python3 -u -m pytest -x -v -s -p no:cacheprovider -m gpu --timeout 300 \
+        "$f::test_random_cases_against_fp32_reference"
+    step 220 python3 -u -m pytest -x -v -p no:cacheprovider -m gpu "$f" \
+        --deselect "$f::test_random_cases_against_fp32_reference"
     ;;
 Z2) # the 70B real-capacity case: this session's plan, unfused, and greedy, in one call (1.13x vs 1.09-1.10x before)
     step 150 python3 -m dak bench e2e --real-capacity llama-2-70b --out "$OUT/e2e-70b-rc-default.json"

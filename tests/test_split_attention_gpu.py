@@ -2,6 +2,7 @@
 replay, 1000 appends inside a replayed graph, prefill, tuning, and the baselines."""
 
 import random
+import time
 
 import pytest
 import torch
@@ -58,7 +59,10 @@ def _case(batch, b_h, hq, hkv, s, d, dtype, lengths, cfg_kw, keep_splits, ce=Fal
 def test_random_cases_against_fp32_reference():
     rng = random.Random(1234)
     failures = []
+    start = time.perf_counter()
     for i in range(220):
+        if i % 20 == 0:  # progress, for logs of runs stopped at a time limit (pytest -s)
+            print(f"case {i}: {time.perf_counter() - start:.1f} s", flush=True)
         hkv = rng.choice([1, 2, 4, 8])
         hq = hkv * rng.choice([1, 1, 4, 8, 7, 32 if hkv == 1 else 2])
         batch = rng.choice([1, 2, 3, 8, 9, 33])
@@ -75,10 +79,13 @@ def test_random_cases_against_fp32_reference():
         ce = b_h > 0 and rng.random() < 0.25
         if ce:
             cfg_kw.update(ce_share=rng.choice([0.5, 1.0]), ce_chunks=rng.choice([1, 3]))
+        t0 = time.perf_counter()
         try:
             _case(batch, b_h, hq, hkv, s, d, dtype, lengths, cfg_kw, keep, ce)
         except AssertionError as e:
             failures.append(str(e))
+        if time.perf_counter() - t0 > 5:
+            print(f"case {i} took {time.perf_counter() - t0:.1f} s:", batch, b_h, hq, hkv, s, d, cfg_kw, flush=True)
     assert not failures, f"{len(failures)} failures, first: {failures[:3]}"
 
 
