@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh Z1|Z4|Z2|Z3|X|Y|W|V|U|T|S|R|Q|P|L|M|N|K|J|I|G|H|F|A|B|C|D|E
+#   bash benchmarks/h200_next.sh Z1|Z4|Z5|Z2|Z3|X|Y|W|V|U|T|S|R|Q|P|L|M|N|K|J|I|G|H|F|A|B|C|D|E
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy has no .git).
 set -u
@@ -29,6 +29,11 @@ Z4) # the attention random-case test (stopped at 280 s in Z1 with no case logged
         "$f::test_random_cases_against_fp32_reference"
     step 220 python3 -u -m pytest -x -v -p no:cacheprovider -m gpu "$f" \
         --deselect "$f::test_random_cases_against_fp32_reference"
+    ;;
+Z5) # the large-N GPU tests; the 70B real-capacity case with this session's plan and with greedy, in one call
+    step 200 python3 -u -m pytest -x -v -p no:cacheprovider -m gpu tests/test_split_linear_large_n_gpu.py
+    step 130 python3 -m dak bench e2e --real-capacity llama-2-70b --out "$OUT/e2e-70b-rc-default.json"
+    step 130 python3 -m dak bench e2e --real-capacity llama-2-70b --rc-systems dak-greedy --out "$OUT/e2e-70b-rc-greedy.json"
     ;;
 Z2) # the 70B real-capacity case: this session's plan, unfused, and greedy, in one call (1.13x vs 1.09-1.10x before)
     step 150 python3 -m dak bench e2e --real-capacity llama-2-70b --out "$OUT/e2e-70b-rc-default.json"
