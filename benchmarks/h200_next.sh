@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh Z1|Z4|Z5|Z2|Z3|X|Y|W|V|U|T|S|R|Q|P|L|M|N|K|J|I|G|H|F|A|B|C|D|E
+#   bash benchmarks/h200_next.sh Z1|Z4|Z5|Z6|Z2|Z3|X|Y|W|V|U|T|S|R|Q|P|L|M|N|K|J|I|G|H|F|A|B|C|D|E
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy has no .git).
 set -u
@@ -34,6 +34,17 @@ Z5) # the large-N GPU tests; the 70B real-capacity case with this session's plan
     step 200 python3 -u -m pytest -x -v -p no:cacheprovider -m gpu tests/test_split_linear_large_n_gpu.py
     step 130 python3 -m dak bench e2e --real-capacity llama-2-70b --out "$OUT/e2e-70b-rc-default.json"
     step 130 python3 -m dak bench e2e --real-capacity llama-2-70b --rc-systems dak-greedy --out "$OUT/e2e-70b-rc-greedy.json"
+    ;;
+Z6) # the large-N module test (its expectation updated to the copy-engine default for N > 64); OPT-30B at 5%,
+    # dak's step beside prefetch's (the last batch-8 case slower than prefetch); OPT-30B all in HBM, fused
+    step 90 python3 -u -m pytest -x -v -p no:cacheprovider -m gpu \
+        tests/test_split_linear_large_n_gpu.py::test_split_linear_module_large_n_default_reads_host_once
+    step 130 python3 benchmarks/profile_step.py --model opt-30b --policy consolidated --ratios 0.05 \
+        --out "$OUT/step-opt-30b-consolidated.json"
+    step 130 python3 benchmarks/profile_step.py --model opt-30b --policy prefetch --ratios 0.05 \
+        --out "$OUT/step-opt-30b-prefetch.json"
+    step 110 python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 0 --systems dak-consolidated \
+        --out "$OUT/e2e-opt-30b-0-fused.json"
     ;;
 Z2) # the 70B real-capacity case: this session's plan, unfused, and greedy, in one call (1.13x vs 1.09-1.10x before)
     step 150 python3 -m dak bench e2e --real-capacity llama-2-70b --out "$OUT/e2e-70b-rc-default.json"

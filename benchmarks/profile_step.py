@@ -36,6 +36,7 @@ from common import metadata, write_json  # noqa: E402
 from step_timeline import describe  # noqa: E402
 
 import dak  # noqa: E402
+from dak.defaults import DEFAULT_FUSE_PROJECTIONS  # noqa: E402
 from dak.runtime.engine import Engine, Sampling  # noqa: E402
 
 CATEGORIES = (  # first match wins; matched against lower-case kernel names
@@ -168,7 +169,9 @@ def main(argv=None):
     ap.add_argument("--policy", default="consolidated", choices=POLICIES + BASELINES,
                     help="a dak policy, or a baseline of `dak bench e2e` (prefetch, uva)")
     ap.add_argument("--steps", type=int, default=4, help="profiled eager decode steps")
-    ap.add_argument("--fuse-projections", action="store_true", help="q/k/v and gate/up as one matmul (dak.nn.fused_proj)")
+    ap.add_argument("--fuse-projections", action=argparse.BooleanOptionalAction, default=DEFAULT_FUSE_PROJECTIONS,
+                    help="q/k/v and gate/up as one matmul (dak.nn.fused_proj; default as `dak bench e2e`: "
+                         f"{'on' if DEFAULT_FUSE_PROJECTIONS else 'off'})")
     ap.add_argument("--out", default="step-profile.json")
     a = ap.parse_args(argv)
     name = a.model
