@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh Z1|Z4|Z5|Z6|Z2|Z3|X|Y|W|V|U|T|S|R|Q|P|L|M|N|K|J|I|G|H|F|A|B|C|D|E
+#   bash benchmarks/h200_next.sh Z1|Z4|Z5|Z6|Z7|Z2|Z3|X|Y|W|V|U|T|S|R|Q|P|L|M|N|K|J|I|G|H|F|A|B|C|D|E
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy has no .git).
 set -u
@@ -45,6 +45,11 @@ Z6) # the large-N module test (its expectation updated to the copy-engine defaul
         --out "$OUT/step-opt-30b-prefetch.json"
     step 110 python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 0 --systems dak-consolidated \
         --out "$OUT/e2e-opt-30b-0-fused.json"
+    ;;
+Z7) # OPT-30B at 5 and 10% (dak 1-3% slower than prefetch; call Z6: dak's link ran at 51 GB/s, prefetch's at
+    # 55): consolidated (host KV + in-place reads) beside streamed (linears on the copy chain only) and prefetch
+    step 420 python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 5,10 \
+        --systems dak-consolidated,dak-streamed,prefetch --out "$OUT/e2e-opt-30b-streamed-5-10.json"
     ;;
 Z2) # the 70B real-capacity case: this session's plan, unfused, and greedy, in one call (1.13x vs 1.09-1.10x before)
     step 150 python3 -m dak bench e2e --real-capacity llama-2-70b --out "$OUT/e2e-70b-rc-default.json"
