@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh Z1|Z4|Z5|Z6|Z7|Z2|Z3|X|Y|W|V|U|T|S|R|Q|P|L|M|N|K|J|I|G|H|F|A|B|C|D|E
+#   bash benchmarks/h200_next.sh Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V|U|T|S|R|Q|P|L|M|N|K|J|I|G|H|F|A|B|C|D|E
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy has no .git).
 set -u
@@ -50,6 +50,14 @@ Z7) # OPT-30B at 5 and 10% (dak 1-3% slower than prefetch; call Z6: dak's link r
     # 55): consolidated (host KV + in-place reads) beside streamed (linears on the copy chain only) and prefetch
     step 420 python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 5,10 \
         --systems dak-consolidated,dak-streamed,prefetch --out "$OUT/e2e-opt-30b-streamed-5-10.json"
+    ;;
+Z8) # OPT-30B at 5%: host KV copies on their own stream (default) vs the linear chain's (DAK_KV_COPY_STREAM=shared)
+    # vs whole-row KV copies (--kv-buckets 1), prefetch beside (call Z6: dak's link at 51 GB/s, prefetch's 55)
+    step 90 python3 -u -m pytest -x -v -p no:cacheprovider -m gpu tests/test_runtime_gpu.py -k kv_ahead_graphs
+    e2e="python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 5"
+    step 100 $e2e --systems dak-consolidated,prefetch --out "$OUT/e2e-opt-30b-5-kv-own.json"
+    step 60 env DAK_KV_COPY_STREAM=shared $e2e --systems dak-consolidated --out "$OUT/e2e-opt-30b-5-kv-shared.json"
+    step 60 $e2e --systems dak-consolidated --kv-buckets 1 --out "$OUT/e2e-opt-30b-5-kv-buckets-1.json"
     ;;
 Z2) # the 70B real-capacity case: this session's plan, unfused, and greedy, in one call (1.13x vs 1.09-1.10x before)
     step 150 python3 -m dak bench e2e --real-capacity llama-2-70b --out "$OUT/e2e-70b-rc-default.json"

@@ -103,3 +103,16 @@ def test_kv_ahead_must_be_a_bool():
     with pytest.raises(ValueError, match="fuse_projections must be True or False"):
         dak.offload("tiny-llama", batch=1, prompt_len=2, gen_len=1, host_ratio=0.5, tune=False, fuse_projections=1)
     assert pinned_bytes() == before  # refused before anything was pinned
+
+
+def test_kv_copy_stream_from_the_environment(monkeypatch):
+    """KV copy-ahead copies on its own stream by default; $DAK_KV_COPY_STREAM=shared puts them on
+    the linear chain's copy stream (an experiment); anything else is refused by name."""
+    from dak.shares import kv_copy_stream_name
+    monkeypatch.delenv("DAK_KV_COPY_STREAM", raising=False)
+    assert kv_copy_stream_name() == "kv-ahead copy"
+    monkeypatch.setenv("DAK_KV_COPY_STREAM", "shared")
+    assert kv_copy_stream_name() == "copy"
+    monkeypatch.setenv("DAK_KV_COPY_STREAM", "same")
+    with pytest.raises(ValueError, match="DAK_KV_COPY_STREAM must be 'own' or 'shared'"):
+        kv_copy_stream_name()

@@ -97,10 +97,13 @@ def test_kv_bucket_graphs_equal_one_graph(checkpoints, tmp_path, monkeypatch):
     assert torch.equal(outs[0], outs[1]), f"first difference at {(outs[0] != outs[1]).nonzero()[:1].tolist()}"
 
 
-def test_kv_ahead_graphs_equal_plain_graphs(checkpoints, tmp_path, monkeypatch):
+@pytest.mark.parametrize("stream", ["own", "shared"])
+def test_kv_ahead_graphs_equal_plain_graphs(checkpoints, tmp_path, monkeypatch, stream):
     """Each layer's host KV copied during the layer before (dak.runtime.kv_ahead), captured with
-    4 length buckets: the same tokens over 200 steps as the plain copy-engine path."""
+    4 length buckets, on its own copy stream or the linear chain's: the same tokens over 200
+    steps as the plain copy-engine path."""
     import dak.kernels.attention_config as ac
+    monkeypatch.setenv("DAK_KV_COPY_STREAM", stream)
     monkeypatch.setattr(ac, "CE_MIN_BYTES", 0)
     monkeypatch.setenv("DAK_CACHE_DIR", str(tmp_path))
     _, path = checkpoints["tiny-llama"]

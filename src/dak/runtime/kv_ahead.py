@@ -32,6 +32,7 @@ from dak.kernels.buffers import shared_buffer
 from dak.kernels.copy_ahead import active
 from dak.kernels.split_attention_ce import ce_requests, copy_kv_rows
 from dak.kernels.streams import side_stream
+from dak.shares import kv_copy_stream_name
 
 _STEP: contextvars.ContextVar = contextvars.ContextVar("dak_kv_ahead_step", default=None)
 
@@ -84,6 +85,7 @@ class Step:
         self.issued: dict[int, tuple] = {}
         self.freed: dict[int, torch.cuda.Event] = {}
         self.started = False
+        self.stream_name = kv_copy_stream_name()
 
     def issue(self, layer: int) -> None:
         """Queue the copy of `layer`'s staged host K/V into its slot (once per step)."""
@@ -97,7 +99,7 @@ class Step:
             copy_kv_rows(k_s, v_s, k_host[:n], v_host[:n], cache.copy_rows, non_blocking=False)
             self.issued[layer] = (None, k_s, v_s)
             return
-        copy_s = side_stream(self.kv.device, "kv-ahead copy")
+        copy_s = side_stream(self.kv.device, self.stream_name)
         if not self.started:
             copy_s.wait_stream(torch.cuda.current_stream(self.kv.device))
             self.started = True
@@ -128,7 +130,7 @@ class Step:
 
     def close(self) -> None:
         if self.started:
-            torch.cuda.current_stream(self.kv.device).wait_stream(side_stream(self.kv.device, "kv-ahead copy"))
+            torch.cuda.current_stream(self.kv.device).wait_stream(side_stream(self.kv.device, self.stream_name))
 
 
 def current(kv, layer: int) -> Step | None:
