@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V|U|T|S|R|Q|P|L|M|N|K|J|I|G|H|F|A|B|C|D|E
+#   bash benchmarks/h200_next.sh A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V|U|T|S|R|Q|P|L|M|N|K|J|I|G|H|F|A|B|C|D|E
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy has no .git).
 set -u
@@ -16,6 +16,19 @@ step() {  # step SECONDS COMMAND...: run with a time limit, log the tail, never 
     rm -f "$OUT/.step.log"
 }
 case "$1" in
+A1) # OPT-30B at 5 and 10%: dak's chain copies each operator's host rows alone (240 copies a step, the link at
+    # 51 GB/s in call Z6) where prefetch copies one layer at a time (48, 55 GB/s); copy groups of 32 and 64 MiB
+    # (DAK_COPY_GROUP_MIB) in the end-to-end step, prefetch beside; then two step profiles with kernel names and
+    # copy counts: OPT-30B at 5% and Llama-2-7B all in HBM (where its 1 ms above the GEMVs goes)
+    e2e="python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 5,10"
+    step 170 $e2e --systems dak-consolidated,prefetch --out "$OUT/e2e-opt-30b-groups-0.json"
+    step 90 env DAK_COPY_GROUP_MIB=64 $e2e --systems dak-consolidated --out "$OUT/e2e-opt-30b-groups-64.json"
+    step 90 env DAK_COPY_GROUP_MIB=32 $e2e --systems dak-consolidated --out "$OUT/e2e-opt-30b-groups-32.json"
+    step 80 python3 benchmarks/profile_step.py --model opt-30b --policy consolidated --ratios 0.05 \
+        --out "$OUT/step-opt-30b-consolidated-names.json"
+    step 60 python3 benchmarks/profile_step.py --model llama-2-7b --policy consolidated --ratios 0 \
+        --out "$OUT/step-llama-2-7b-0-names.json"
+    ;;
 Z1) # the split-kernel GPU tests, one file per step; unbuffered and verbose, so a step stopped at its
     # limit still logs every test it finished (call Y's buffered -q step logged nothing)
     for f in tests/test_split_attention_gpu.py tests/test_split_linear_gpu.py; do

@@ -60,8 +60,9 @@ def category(name: str) -> str:
     return "other"
 
 
-def profile_steps(engine: Engine, steps: int):
-    """(category -> (kernels per step, GPU us per step), busy us per step) over `steps` eager steps."""
+def profile_steps(engine: Engine, steps: int, top: int = 30):
+    """(category -> (kernels per step, GPU us per step), busy us per step, the `top` kernel names by
+    GPU time: [(name, category, kernels per step, us per step)]) over `steps` eager steps."""
     from torch.profiler import ProfilerActivity, profile
     cuda = engine.device.type == "cuda"
     acts = [ProfilerActivity.CUDA] if cuda else [ProfilerActivity.CPU]
@@ -71,17 +72,20 @@ def profile_steps(engine: Engine, steps: int):
         if cuda:
             torch.cuda.synchronize(engine.device)
     per = defaultdict(lambda: [0, 0.0])
+    names = defaultdict(lambda: [0, 0.0])
     for ev in prof.events():
         dev_us = ev.device_time_total if cuda else ev.cpu_time_total
         if cuda and ev.device_type != torch.autograd.DeviceType.CUDA:
             continue
         if not cuda and ev.cpu_parent is not None:
             continue  # top-level CPU ops only
-        p = per[category(ev.name)]
-        p[0] += 1
-        p[1] += dev_us
+        for p in (per[category(ev.name)], names[ev.name]):
+            p[0] += 1
+            p[1] += dev_us
     table = {c: (n / steps, us / steps) for c, (n, us) in per.items()}
-    return table, sum(us for _, us in table.values())
+    ranked = sorted(names.items(), key=lambda kv: -kv[1][1])[:top]
+    kernels = [(name[:160], category(name), n / steps, us / steps) for name, (n, us) in ranked]
+    return table, sum(us for _, us in table.values()), kernels
 
 
 def graph_timeline(engine: Engine, steps: int) -> dict | None:
@@ -146,7 +150,7 @@ def run(model_name, batch, prompt_len, gen_len, ratio, steps, policy="consolidat
         eager = Engine(engine.model, engine.kv, graphs=False)
         ids_dev = ids.to(eager.device)
         eager.prefill(ids_dev, torch.full((batch,), prompt_len, dtype=torch.int32, device=eager.device))
-        table, busy = profile_steps(eager, steps)
+        table, busy, kernels = profile_steps(eager, steps)
         timeline = graph_timeline(engine, steps)
         return {"model": model_name, "batch": batch, "x_req": ratio, "policy": policy, "fused_projections": fuse,
                 "offload_ratio": placement.offload_ratio, "tpot_graph_s": tpot,
@@ -154,6 +158,8 @@ def run(model_name, batch, prompt_len, gen_len, ratio, steps, policy="consolidat
                 "busy_us_per_step": busy,
                 "categories": {c: {"kernels_per_step": n, "us_per_step": us} for c, (n, us) in
                                sorted(table.items(), key=lambda kv: -kv[1][1])},
+                "top_kernels": [{"name": k, "category": c, "kernels_per_step": n, "us_per_step": us}
+                                for k, c, n, us in kernels],
                 "graph_timeline": timeline}
     finally:
         free()
@@ -187,6 +193,9 @@ def main(argv=None):
               f"planned {1e3 * row['planned_step_s']:.2f} ms, busy {row['busy_us_per_step'] / 1e3:.2f} ms/step")
         for c, v in row["categories"].items():
             print(f"    {c:14s} {v['kernels_per_step']:7.1f} kernels {v['us_per_step'] / 1e3:8.3f} ms")
+        print("  top kernels (per step):")
+        for k in row["top_kernels"]:
+            print(f"    {k['kernels_per_step']:7.1f} x {k['us_per_step'] / 1e3:8.3f} ms  [{k['category']}] {k['name'][:110]}")
         if row["graph_timeline"] and "note" not in row["graph_timeline"]:
             print("\n".join(describe(row["graph_timeline"])))
     write_json(a.out, {"meta": metadata(), "rows": rows})

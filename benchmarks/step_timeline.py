@@ -83,7 +83,11 @@ def link_report(spans: list[Span], steps: int, is_link: Callable[[str], bool],
     during = {c: overlap(idle, iv) / steps for c, iv in cats.items()}
     during["nothing"] = overlap(idle, gaps(anything, lo, hi)) / steps
     longest = sorted(idle, key=lambda g: g[0] - g[1])[:top]
+    copies = sorted(s.end - s.start for s in spans if is_link(s.name))
     return {
+        "copies_per_step": len(copies) / steps,
+        "copy_us_summed_per_step": sum(copies) / steps,  # over the busy time: copies in flight together
+        "copy_us_median": copies[len(copies) // 2] if copies else 0.0,
         "window_us_per_step": (hi - lo) / steps,
         "link_busy_us_per_step": sum(e - s for s, e in link) / steps,
         "link_idle_us_per_step": sum(e - s for s, e in idle) / steps,
@@ -100,6 +104,9 @@ def describe(rep: dict) -> list[str]:
     w = rep["window_us_per_step"]
     out = [f"graph replay: {w / 1e3:.2f} ms/step; link busy {rep['link_busy_us_per_step'] / 1e3:.2f} ms, "
            f"idle {rep['link_idle_us_per_step'] / 1e3:.2f} ms; GPU busy {rep['gpu_busy_us_per_step'] / 1e3:.2f} ms"]
+    if rep.get("copies_per_step"):
+        out.append(f"    copies: {rep['copies_per_step']:.0f}/step, median {rep['copy_us_median']:.1f} us, summed "
+                   f"{rep['copy_us_summed_per_step'] / 1e3:.2f} ms/step (above busy: copies in flight together)")
     top = [f"{c} {us / 1e3:.2f}" for c, us in rep["link_idle_during_us_per_step"].items() if us > 0][:6]
     if top:
         out.append("    while the link idles (ms/step): " + ", ".join(top))

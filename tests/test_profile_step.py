@@ -22,6 +22,8 @@ def test_profiles_a_dak_policy_and_a_baseline(policy, fuse):
     assert 0 < row["offload_ratio"] < 0.5 and row["tpot_graph_s"] > 0
     assert row["busy_us_per_step"] == pytest.approx(sum(c["us_per_step"] for c in row["categories"].values()))
     assert row["categories"]
+    top = [k["us_per_step"] for k in row["top_kernels"]]
+    assert top and top == sorted(top, reverse=True) and sum(top) <= row["busy_us_per_step"] * (1 + 1e-9)
 
 
 def test_a_baseline_that_cannot_be_built_says_why():

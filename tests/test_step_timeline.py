@@ -37,6 +37,8 @@ def test_link_idle_time_and_what_runs_meanwhile():
     assert g[0]["during"] == {"gemm": 20.0, "norm": 10.0} and g[0]["at_us"] == 40.0
     assert rep["gpu_busy_us_per_step"] == pytest.approx((60 + 10 + 60 + 10 + 5) / 2)
     assert "link busy 0.04 ms" in describe(rep)[0]
+    assert rep["copies_per_step"] == 1.5 and rep["copy_us_summed_per_step"] == pytest.approx(42.5)
+    assert rep["copy_us_median"] == 40.0 and "copies: 2/step, median 40.0 us" in describe(rep)[1]
 
 
 def test_interval_helpers_against_a_dense_grid():
