@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V|U|T|S|R|Q|P|L|M|N|K|J|I|G|H|F|A|B|C|D|E
+#   bash benchmarks/h200_next.sh B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V|U|T|S|R|Q|P|L|M|N|K|J|I|G|H|F|A|B|C|D|E
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy has no .git).
 set -u
@@ -16,6 +16,10 @@ step() {  # step SECONDS COMMAND...: run with a time limit, log the tail, never 
     rm -f "$OUT/.step.log"
 }
 case "$1" in
+B1) # are the 2-D host-KV copies the slow part of OPT-30B's link at 5%? (A1: copy groups for the linears gave
+    # 58.48-58.79 ms against 58.87, prefetch 57.70; the step's 96 H2D copies a step are its K/V 2-D memcpys)
+    step 120 python3 benchmarks/probe_kv_copy.py --out "$OUT/probe-kv-copy.json"
+    ;;
 A1) # OPT-30B at 5 and 10%: dak's chain copies each operator's host rows alone (240 copies a step, the link at
     # 51 GB/s in call Z6) where prefetch copies one layer at a time (48, 55 GB/s); copy groups of 32 and 64 MiB
     # (DAK_COPY_GROUP_MIB) in the end-to-end step, prefetch beside; then two step profiles with kernel names and
