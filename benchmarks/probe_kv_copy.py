@@ -53,6 +53,28 @@ def check(host, dev, rows):
             raise AssertionError(f"2-D KV copy of {rows} rows differs from the host tensor")
 
 
+def history(host, dev, one_d, nbytes, scratch_gib: float = 2.0) -> dict:
+    """GB/s of the same-buffer 1-D copy after three histories of the host K/V: written by the GPU
+    (as prefill and decode appends write host KV), written by the CPU, and written by the CPU and
+    then pushed out of its caches (the CPU writes `scratch_gib` GiB elsewhere)."""
+    def rate():
+        return nbytes / sorted(event_ms(one_d) for _ in range(5))[2] / 1e6
+    out = {}
+    for h, d in zip(host, dev):
+        h.kv.copy_(d)  # device to host: the GPU writes the host buffer
+    torch.cuda.synchronize()
+    out["gpu_written_gbs"] = rate()
+    for h in host:
+        h.tensor.add_(1)  # the CPU reads and writes every line
+    out["cpu_written_gbs"] = rate()
+    scratch = torch.empty(int(scratch_gib * 2**30) // 4, dtype=torch.float32)
+    scratch.fill_(1.0)
+    del scratch
+    out["cpu_written_then_evicted_gbs"] = rate()
+    print("    same buffer, 1-D, after: " + ", ".join(f"{k[:-4].replace('_', ' ')} {v:.1f} GB/s" for k, v in out.items()))
+    return out
+
+
 def run(shape, layers: int, rows_list, device) -> list[dict]:
     host, dev = make(shape, device)
     n, h, s, d = shape
@@ -99,6 +121,8 @@ def run(shape, layers: int, rows_list, device) -> list[dict]:
         for name, _, b in ways:
             ms = sorted(times[name])[4]
             row[f"{name}_ms"], row[f"{name}_gbs"] = ms, b / ms / 1e6
+        if rows == rows_list[-1]:
+            row["after"] = history(host, dev, one_d, nbytes)
         out.append(row)
         print(f"{shape} rows {rows:4d}: 2-D {row['2d_gbs']:5.1f} GB/s ({rows * d * 2} B segments), "
               f"1-D same bytes {row['1d_gbs']:5.1f} (other buffer {row['1d_other_buffer_gbs']:5.1f}), "
