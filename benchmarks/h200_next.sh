@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V|U|T|S|R|Q|P|L|M|N|K|J|I|G|H|F|A|B|C|D|E
+#   bash benchmarks/h200_next.sh B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V|U|T|S|R|Q|P|L|M|N|K|J|I|G|H|F|A|B|C|D|E
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy has no .git).
 set -u
@@ -16,6 +16,12 @@ step() {  # step SECONDS COMMAND...: run with a time limit, log the tail, never 
     rm -f "$OUT/.step.log"
 }
 case "$1" in
+B2) # OPT-30B at 5%: the Chrome trace of 2 graph replays (every copy with its stream and bytes), to see which
+    # copies the link carries and how fast each runs (B1: 2-D KV copies not slower than 1-D from the same buffer)
+    step 100 python3 benchmarks/profile_step.py --model opt-30b --policy consolidated --ratios 0.05 --steps 2 \
+        --out "$OUT/step-opt-30b-trace.json" --trace "$OUT/trace-opt-30b"
+    gzip -9 "$OUT"/trace-opt-30b-*.json
+    ;;
 B1) # are the 2-D host-KV copies the slow part of OPT-30B's link at 5%? (A1: copy groups for the linears gave
     # 58.48-58.79 ms against 58.87, prefetch 57.70; the step's 96 H2D copies a step are its K/V 2-D memcpys)
     step 120 python3 benchmarks/probe_kv_copy.py --out "$OUT/probe-kv-copy.json"

@@ -88,9 +88,10 @@ def profile_steps(engine: Engine, steps: int, top: int = 30):
     return table, sum(us for _, us in table.values()), kernels
 
 
-def graph_timeline(engine: Engine, steps: int) -> dict | None:
+def graph_timeline(engine: Engine, steps: int, trace: str | None = None) -> dict | None:
     """GPU: the link timeline (step_timeline.link_report) of `steps` replays of the captured
-    decode graph; None without a GPU or a captured graph."""
+    decode graph; None without a GPU or a captured graph. `trace`: also write the replays'
+    Chrome trace there (every kernel and copy with its stream and, for copies, its bytes)."""
     from torch.profiler import ProfilerActivity, profile
 
     from step_timeline import Span, link_report
@@ -102,6 +103,8 @@ def graph_timeline(engine: Engine, steps: int) -> dict | None:
         for _ in range(steps):
             graph.replay()
         torch.cuda.synchronize(engine.device)
+    if trace:
+        prof.export_chrome_trace(trace)
     spans = [Span(ev.name, ev.time_range.start, ev.time_range.end) for ev in prof.events()
              if ev.device_type == torch.autograd.DeviceType.CUDA]
     if not spans:
@@ -140,7 +143,7 @@ def build(model_name, w, ratio, policy, fuse=False):
     return model.dak_engine, model.dak_placement, model.dak_free
 
 
-def run(model_name, batch, prompt_len, gen_len, ratio, steps, policy="consolidated", fuse=False):
+def run(model_name, batch, prompt_len, gen_len, ratio, steps, policy="consolidated", fuse=False, trace=None):
     from dak.models import Workload
     w = Workload("decode", batch, prompt_len, gen_len + 2 * steps, "bf16")  # eager steps, then graph replays
     engine, placement, free = build(model_name, w, ratio, policy, fuse)
@@ -151,7 +154,7 @@ def run(model_name, batch, prompt_len, gen_len, ratio, steps, policy="consolidat
         ids_dev = ids.to(eager.device)
         eager.prefill(ids_dev, torch.full((batch,), prompt_len, dtype=torch.int32, device=eager.device))
         table, busy, kernels = profile_steps(eager, steps)
-        timeline = graph_timeline(engine, steps)
+        timeline = graph_timeline(engine, steps, trace and f"{trace}-x{ratio:g}.json")
         return {"model": model_name, "batch": batch, "x_req": ratio, "policy": policy, "fused_projections": fuse,
                 "offload_ratio": placement.offload_ratio, "tpot_graph_s": tpot,
                 "planned_step_s": placement.step_time_s, "predicted_s": placement.predicted_s,
@@ -179,6 +182,7 @@ def main(argv=None):
                     help="q/k/v and gate/up as one matmul (dak.nn.fused_proj; default as `dak bench e2e`: "
                          f"{'on' if DEFAULT_FUSE_PROJECTIONS else 'off'})")
     ap.add_argument("--out", default="step-profile.json")
+    ap.add_argument("--trace", default=None, help="GPU: write each ratio's graph-replay Chrome trace to TRACE-x<ratio>.json")
     a = ap.parse_args(argv)
     name = a.model
     if not torch.cuda.is_available():
@@ -186,7 +190,7 @@ def main(argv=None):
         name, a.batch, a.prompt_len, a.gen_len, a.steps = "tiny-llama", 2, 4, 2, 1
     rows = []
     for r in (float(v) for v in a.ratios.split(",") if v):
-        row = run(name, a.batch, a.prompt_len, a.gen_len, r, a.steps, a.policy, a.fuse_projections)
+        row = run(name, a.batch, a.prompt_len, a.gen_len, r, a.steps, a.policy, a.fuse_projections, a.trace)
         rows.append(row)
         how = "graph" if torch.cuda.is_available() else "interpreter"
         print(f"{name} B={a.batch} x={100 * r:.1f}% {a.policy}: TPOT {1e3 * row['tpot_graph_s']:.2f} ms ({how}), "
