@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V|U|T|S|R|Q|P|L|M|N|K|J|I|G|H|F|A|B|C|D|E
+#   bash benchmarks/h200_next.sh B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V|U|T|S|R|Q|P|L|M|N|K|J|I|G|H|F|A|B|C|D|E
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy has no .git).
 set -u
@@ -16,6 +16,13 @@ step() {  # step SECONDS COMMAND...: run with a time limit, log the tail, never 
     rm -f "$OUT/.step.log"
 }
 case "$1" in
+B3) # B2's trace: dak's 31-62 MB chain copies ran at 51 GB/s, prefetch's 66 MB copies at 55; B1 saw two pinned
+    # buffers of one shape read at different rates. Per-buffer copy rates, cudaHostAlloc vs write-combined;
+    # then OPT-30B at 5 and 10% with write-combined host memory (dak and prefetch alike)
+    step 150 python3 benchmarks/probe_pinned_buffers.py --out "$OUT/probe-pinned-buffers.json"
+    step 200 env DAK_PIN_METHOD=alloc-wc python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 5,10 \
+        --systems dak-consolidated,prefetch --out "$OUT/e2e-opt-30b-wc.json"
+    ;;
 B2) # OPT-30B at 5%: the Chrome trace of 2 graph replays (every copy with its stream and bytes), to see which
     # copies the link carries and how fast each runs (B1: 2-D KV copies not slower than 1-D from the same buffer)
     step 100 python3 benchmarks/profile_step.py --model opt-30b --policy consolidated --ratios 0.05 --steps 2 \

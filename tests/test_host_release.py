@@ -58,3 +58,12 @@ def test_buffer_dropped_inside_capture_keeps_the_capture_valid(monkeypatch, meth
     torch.cuda.synchronize()
     assert torch.equal(y, x * 2 + 1)
     assert host.pinned_bytes() == before  # released once the capture ended
+
+
+def test_unknown_pin_method_is_refused_at_import():
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, DAK_PIN_METHOD="bogus")
+    r = subprocess.run([sys.executable, "-c", "import dak.host"], env=env, capture_output=True, text=True)
+    assert r.returncode != 0 and "DAK_PIN_METHOD must be one of alloc, alloc-wc, register" in r.stderr

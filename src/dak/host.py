@@ -26,12 +26,18 @@ from dak.runtime_env import interpreting
 
 TMA_ALIGN = 16
 # 'alloc': cudaHostAlloc through cuda-bindings (falls back to 'register' without it);
-# 'register': cudaHostRegister of an ordinary CPU allocation.
+# 'alloc-wc': the same, write-combined (the CPU writes it fast and reads it very slowly; copies
+# and GPU reads skip the CPU caches' snoop: an experiment); 'register': cudaHostRegister of an
+# ordinary CPU allocation.
+PIN_METHODS = ("alloc", "alloc-wc", "register")
 PIN_METHOD = os.environ.get("DAK_PIN_METHOD", "alloc")
+if PIN_METHOD not in PIN_METHODS:
+    raise ValueError(f"DAK_PIN_METHOD must be one of {', '.join(PIN_METHODS)}, got {PIN_METHOD!r}")
 _CUDA_HOST_REGISTER_PORTABLE = 1
 _LIVE = [0]  # pinned bytes currently held (see pinned_bytes)
 _DEFERRED: list = []  # (release, args) that arrived during CUDA graph capture
 _CUDA_HOST_REGISTER_MAPPED = 2
+_CUDA_HOST_ALLOC_WRITE_COMBINED = 4
 
 
 def _cudart():
@@ -43,7 +49,7 @@ def _cudart():
     return torch.cuda.cudart()
 
 
-def _host_alloc(nbytes: int):
+def _host_alloc(nbytes: int, write_combined: bool = False):
     """Exactly `nbytes` of cudaHostAlloc'd memory (portable, mapped) as a uint8 CPU tensor.
 
     The memory is released by cudaFreeHost when the last tensor viewing it is collected
@@ -53,7 +59,8 @@ def _host_alloc(nbytes: int):
         from cuda.bindings import runtime as rt
     except ImportError:
         return None
-    err, ptr = rt.cudaHostAlloc(nbytes, _CUDA_HOST_REGISTER_PORTABLE | _CUDA_HOST_REGISTER_MAPPED)
+    flags = _CUDA_HOST_REGISTER_PORTABLE | _CUDA_HOST_REGISTER_MAPPED
+    err, ptr = rt.cudaHostAlloc(nbytes, flags | (_CUDA_HOST_ALLOC_WRITE_COMBINED if write_combined else 0))
     if int(err) != 0:
         raise RuntimeError(f"cudaHostAlloc of {nbytes} bytes failed with CUDA error {int(err)}; "
                            "the host may be out of lockable memory")
@@ -154,10 +161,11 @@ class PinnedBuffer:
         self.pinned = False
         self.method = "pageable"
         gpu = torch.cuda.is_available()
-        alloc = _host_alloc(self.nbytes) if gpu and self.nbytes and PIN_METHOD == "alloc" else None
+        wc = PIN_METHOD == "alloc-wc"
+        alloc = _host_alloc(self.nbytes, wc) if gpu and self.nbytes and PIN_METHOD != "register" else None
         if alloc is not None:
             self._storage = alloc.view(dtype).view(rows, pcols)
-            self.pinned, self.method = True, "cudaHostAlloc"
+            self.pinned, self.method = True, "cudaHostAlloc" + (" (write-combined)" if wc else "")
         else:
             self._storage = torch.empty((rows, pcols), dtype=dtype)
         self.tensor = self._storage[:, :cols]
