@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V|U|T|S|R|Q|P|L|M|N|K|J|I|G|H|F|A|B|C|D|E
+#   bash benchmarks/h200_next.sh B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V|U|T|S|R|Q|P|L|M|N|K|J|I|G|H|F|A|B|C|D|E
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy has no .git).
 set -u
@@ -16,6 +16,13 @@ step() {  # step SECONDS COMMAND...: run with a time limit, log the tail, never 
     rm -f "$OUT/.step.log"
 }
 case "$1" in
+B4) # B3: 32 pinned buffers copied back to back run at 55 GB/s (write-combined no faster, end to end no better);
+    # in B2's trace dak's chain copies ran at 51 GB/s with the GPU mostly idle. The prefetch baseline's trace,
+    # same case, to compare its copies' rates under the same conditions
+    step 100 python3 benchmarks/profile_step.py --model opt-30b --policy prefetch --ratios 0.05 --steps 2 \
+        --out "$OUT/step-opt-30b-prefetch-trace.json" --trace "$OUT/trace-opt-30b-prefetch"
+    gzip -9 "$OUT"/trace-opt-30b-prefetch-*.json
+    ;;
 B3) # B2's trace: dak's 31-62 MB chain copies ran at 51 GB/s, prefetch's 66 MB copies at 55; B1 saw two pinned
     # buffers of one shape read at different rates. Per-buffer copy rates, cudaHostAlloc vs write-combined;
     # then OPT-30B at 5 and 10% with write-combined host memory (dak and prefetch alike)
