@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V|U|T|S|R|Q|P|L|M|N|K|J|I|G|H|F|A|B|C|D|E
+#   bash benchmarks/h200_next.sh B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V|U|T|S|R|Q|P|L|M|N|K|J|I|G|H|F|A|B|C|D|E
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy has no .git).
 set -u
@@ -16,6 +16,11 @@ step() {  # step SECONDS COMMAND...: run with a time limit, log the tail, never 
     rm -f "$OUT/.step.log"
 }
 case "$1" in
+B6) # B5: copy groups of 128/256 MiB (one fresh arena and memcpy per layer) still 58.58-61.97 ms at 5%, prefetch
+    # 57.76: not the number of copies nor the buffers. The chain's copies on two alternating streams instead
+    e2e="python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 5,10"
+    step 100 env DAK_COPY_STREAMS=2 $e2e --systems dak-consolidated --out "$OUT/e2e-opt-30b-streams-2.json"
+    ;;
 B5) # B4: in the same conditions prefetch's 66 MB copies ran at 55.4 GB/s, dak's chain copies at 50.7. A1's copy
     # groups of 32/64 MiB grouped nothing (this plan's fc1 + fc2 host parts are 31 + 62 MB a layer); 128 and 256
     # MiB groups do (one re-homed arena and one memcpy per layer or two), default and prefetch beside
