@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V|U|T|S|R|Q|P|L|M|N|K|J|I|G|H|F|A|B|C|D|E
+#   bash benchmarks/h200_next.sh B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V|U|T|S|R|Q|P|L|M|N|K|J|I|G|H|F|A|B|C|D|E
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy has no .git).
 set -u
@@ -16,6 +16,12 @@ step() {  # step SECONDS COMMAND...: run with a time limit, log the tail, never 
     rm -f "$OUT/.step.log"
 }
 case "$1" in
+B7) # B2's trace was of another plan (profile_step planned a longer cache: fc1/fc2 streamed, KV in HBM); now
+    # profile_step plans bench e2e's workload: OPT-30B at 5% with q/v/out/fc1/fc2 and all KV on the host
+    step 120 python3 benchmarks/profile_step.py --model opt-30b --policy consolidated --ratios 0.05 --steps 2 \
+        --out "$OUT/step-opt-30b-e2e-plan-trace.json" --trace "$OUT/trace-opt-30b-e2e-plan"
+    gzip -9 "$OUT"/trace-opt-30b-e2e-plan-*.json
+    ;;
 B6) # B5: copy groups of 128/256 MiB (one fresh arena and memcpy per layer) still 58.58-61.97 ms at 5%, prefetch
     # 57.76: not the number of copies nor the buffers. The chain's copies on two alternating streams instead
     e2e="python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 5,10"

@@ -15,7 +15,10 @@ graph and reports when the host link (copy-engine copies) idles and what runs me
     PYTHONPATH=src python3 benchmarks/profile_step.py --model opt-6.7b --ratios 0,0.05 --out step.json
 
 (Until 2026-12-01 it always built the uniform policy, so its rows were not the greedy placement
-that `bench e2e` reports as dak-greedy; rows now carry their policy.)
+that `bench e2e` reports as dak-greedy; rows now carry their policy. Until the ninth session it
+planned a cache 2 x steps longer than --gen-len (default 16), so its placement could differ from
+`bench e2e`'s: OPT-30B at 5% got host rows on fc1/fc2 only, KV in HBM, where `bench e2e` puts
+them on q/v/out/fc1/fc2 and every request's KV on the host. It now plans `bench e2e`'s workload.)
 
 Without a GPU it runs tiny-llama under the Triton interpreter (CPU ops only; a flow check).
 """
@@ -145,7 +148,11 @@ def build(model_name, w, ratio, policy, fuse=False):
 
 def run(model_name, batch, prompt_len, gen_len, ratio, steps, policy="consolidated", fuse=False, trace=None):
     from dak.models import Workload
-    w = Workload("decode", batch, prompt_len, gen_len + 2 * steps, "bf16")  # eager steps, then graph replays
+    if gen_len < 2 * steps:
+        raise ValueError(f"gen_len ({gen_len}) must be >= 2 x steps ({steps}): after a prefill the eager steps "
+                         "and then the graph replays each decode `steps` tokens into the same cache")
+    # the workload `dak bench e2e` plans (same max length, so the same placement), not a longer one
+    w = Workload("decode", batch, prompt_len, gen_len, "bf16")
     engine, placement, free = build(model_name, w, ratio, policy, fuse)
     try:
         ids = torch.randint(3, engine.model.config.vocab_size, (batch, prompt_len))
@@ -173,7 +180,7 @@ def main(argv=None):
     ap.add_argument("--model", default="llama-2-7b")
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--prompt-len", type=int, default=32)
-    ap.add_argument("--gen-len", type=int, default=16)
+    ap.add_argument("--gen-len", type=int, default=32, help="as `dak bench e2e` (the plan depends on it)")
     ap.add_argument("--ratios", default="0,0.05", help="host ratios (fractions), comma list")
     ap.add_argument("--policy", default="consolidated", choices=POLICIES + BASELINES,
                     help="a dak policy, or a baseline of `dak bench e2e` (prefetch, uva)")

@@ -31,3 +31,8 @@ def test_a_baseline_that_cannot_be_built_says_why():
         profile_step.run("tiny-llama", 2, 4, 2, 0.3, 1, "prefetch")
     with pytest.raises(ValueError, match="unknown policy 'fast'"):
         profile_step.run("tiny-llama", 2, 4, 2, 0.1, 1, "fast")
+
+
+def test_too_few_generated_tokens_for_the_profiled_steps_is_refused():
+    with pytest.raises(ValueError, match=r"gen_len \(3\) must be >= 2 x steps \(2\)"):
+        profile_step.run("tiny-llama", 2, 4, 3, 0.1, 2, "consolidated")
