@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V|U|T|S|R|Q|P|L|M|N|K|J|I|G|H|F|A|B|C|D|E
+#   bash benchmarks/h200_next.sh C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V|U|T|S|R|Q|P|L|M|N|K|J|I|G|H|F|A|B|C|D|E
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy has no .git).
 set -u
@@ -16,6 +16,11 @@ step() {  # step SECONDS COMMAND...: run with a time limit, log the tail, never 
     rm -f "$OUT/.step.log"
 }
 case "$1" in
+C1) # Llama-2-70B at real capacity, the default plan twice in one call: 1.10x (Z5) vs 1.13x (7th session), how much
+    # is call-to-call variance
+    step 140 python3 -m dak bench e2e --real-capacity llama-2-70b --out "$OUT/e2e-70b-rc-run1.json"
+    step 140 python3 -m dak bench e2e --real-capacity llama-2-70b --out "$OUT/e2e-70b-rc-run2.json"
+    ;;
 B7) # B2's trace was of another plan (profile_step planned a longer cache: fc1/fc2 streamed, KV in HBM); now
     # profile_step plans bench e2e's workload: OPT-30B at 5% with q/v/out/fc1/fc2 and all KV on the host
     step 120 python3 benchmarks/profile_step.py --model opt-30b --policy consolidated --ratios 0.05 --steps 2 \
