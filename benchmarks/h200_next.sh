@@ -21,7 +21,7 @@ C1) # Llama-2-70B at real capacity, the default plan twice in one call: 1.10x (Z
     step 140 python3 -m dak bench e2e --real-capacity llama-2-70b --out "$OUT/e2e-70b-rc-run1.json"
     step 140 python3 -m dak bench e2e --real-capacity llama-2-70b --out "$OUT/e2e-70b-rc-run2.json"
     ;;
-B7) # B2's trace was of another plan (profile_step planned a longer cache: fc1/fc2 streamed, KV in HBM); now
+B7) # B2's trace was of another plan (profile_step planned a shorter cache: fc1/fc2 streamed, KV in HBM); now
     # profile_step plans bench e2e's workload: OPT-30B at 5% with q/v/out/fc1/fc2 and all KV on the host
     step 120 python3 benchmarks/profile_step.py --model opt-30b --policy consolidated --ratios 0.05 --steps 2 \
         --out "$OUT/step-opt-30b-e2e-plan-trace.json" --trace "$OUT/trace-opt-30b-e2e-plan"
