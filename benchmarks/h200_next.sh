@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V
+#   bash benchmarks/h200_next.sh C2|C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy has no .git).
 set -u
@@ -16,6 +16,11 @@ step() {  # step SECONDS COMMAND...: run with a time limit, log the tail, never 
     rm -f "$OUT/.step.log"
 }
 case "$1" in
+C2) # (not run yet) why dak's chain copies run at ~51 GB/s inside its step and 55 alone: the same chain of 48 copies
+    # of 32 MiB beside nothing, cuBLAS GEMVs (as prefetch) and dak's Triton split kernel, in one graph each
+    step 200 python3 benchmarks/probe_copy_contention.py --out "$OUT/probe-copy-contention.json"
+    step 200 python3 benchmarks/probe_copy_contention.py --mib 8 --copies 96 --out "$OUT/probe-copy-contention-8mib.json"
+    ;;
 C1) # Llama-2-70B at real capacity, the default plan twice in one call: 1.10x (Z5) vs 1.13x (7th session), how much
     # is call-to-call variance
     step 140 python3 -m dak bench e2e --real-capacity llama-2-70b --out "$OUT/e2e-70b-rc-run1.json"

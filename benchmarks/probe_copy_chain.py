@@ -125,7 +125,8 @@ def check_prefetch_step(mods, pf_step, xs) -> float:
     for m, (yh, yg) in zip(mods, pf_step()):
         want = m(xs[m.in_features]).float()
         got = torch.cat([yh, yg], dim=-1).float()
-        worst = max(worst, (got - want).abs().max().item() / max(want.abs().max().item(), 1e-6))
+        err = (got - want).abs().max().item() / max(want.abs().max().item(), 1e-6)
+        worst = max(worst, err if err == err else float("inf"))  # NaN must fail the check, not pass it
     return worst
 
 

@@ -20,6 +20,8 @@ def test_prefetch_emulation_matches_the_split_linears_and_catches_a_wrong_row():
     assert probe.check_prefetch_step(mods, step, xs) < 2e-2
     host[2].tensor[0, 7] += 4.0  # one weight of layer 2's host rows
     assert probe.check_prefetch_step(mods, step, xs) > 0.1
+    host[1].tensor[0, 3] = float("nan")  # a NaN must fail the check too, not slip past max()
+    assert probe.check_prefetch_step(mods, step, xs) == float("inf")
     for b in host:
         b.free()
 
