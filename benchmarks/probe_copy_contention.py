@@ -23,7 +23,6 @@ Without a GPU: a flow check on tiny shapes (the staged products against a float3
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -33,6 +32,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import metadata, write_json  # noqa: E402
+from probe_copy_chain import time_graph  # noqa: E402
 
 from dak.host import PinnedBuffer  # noqa: E402
 
@@ -92,24 +92,6 @@ def make_step(hosts, slots, x, extra, with_copies: bool = True):
     return step
 
 
-def graph_ms(step, reps: int = 15) -> float:
-    step()
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        step()
-    times = []
-    for _ in range(reps):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        g.replay()
-        e.record()
-        e.synchronize()
-        times.append(s.elapsed_time(e))
-    del g
-    return statistics.median(times[2:])
-
-
 def check(step, hosts, x) -> float:
     """Largest relative error of the staged products against float32 x @ host^T."""
     worst = 0.0
@@ -140,8 +122,8 @@ def run(copies: int, mib: int, k: int, m_beside: int, kinds, device) -> list[dic
             raise RuntimeError(f"staged products differ from the float32 reference (rel. {err:.3g}) with {kind}")
         row = {"beside": kind, "copies": copies, "host_bytes": host_bytes, "max_rel_err": err}
         if device.type == "cuda":
-            ms = graph_ms(step)
-            alone = graph_ms(make_step(hosts, slots, x, extra, with_copies=False))
+            ms = time_graph(step, device, chained=False)
+            alone = time_graph(make_step(hosts, slots, x, extra, with_copies=False), device, chained=False)
             row.update(step_ms=ms, beside_only_ms=alone, copy_GBps=host_bytes / ms / 1e6)
             print(f"beside {kind:7s}: step {ms:8.3f} ms, {host_bytes / 1e9:.3f} GB at {row['copy_GBps']:5.1f} GB/s; "
                   f"without the copies {alone:7.3f} ms", flush=True)
