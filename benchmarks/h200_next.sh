@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh C2|C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V
+#   bash benchmarks/h200_next.sh C3|C2|C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy has no .git).
 set -u
@@ -16,6 +16,13 @@ step() {  # step SECONDS COMMAND...: run with a time limit, log the tail, never 
     rm -f "$OUT/.step.log"
 }
 case "$1" in
+C3) # (not run yet) DAK_FUSED_LAYER=1 (residual add + RMSNorm and SiLU * up fused, Llama family): its tests on the
+    # GPU, then Llama-2-7B and Llama-3-8B at 0-2% with and without it, prefetch beside (its layers fuse alike)
+    step 120 python3 -u -m pytest -x -v -p no:cacheprovider tests/test_fused_layer.py tests/test_fused_ops.py
+    e2e="python3 -m dak bench e2e --models llama-2-7b,llama-3-8b --batch 8 --ratios 0,1,2 --systems dak-consolidated,prefetch"
+    step 200 $e2e --out "$OUT/e2e-fused-layer-0.json"
+    step 200 env DAK_FUSED_LAYER=1 $e2e --out "$OUT/e2e-fused-layer-1.json"
+    ;;
 C2) # (not run yet) why dak's chain copies run at ~51 GB/s inside its step and 55 alone: the same chain of 48 copies
     # of 32 MiB beside nothing, cuBLAS GEMVs (as prefetch) and dak's Triton split kernel, in one graph each
     step 200 python3 benchmarks/probe_copy_contention.py --out "$OUT/probe-copy-contention.json"

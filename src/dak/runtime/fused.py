@@ -1,24 +1,33 @@
 """dak's one-launch norms and rotary embedding inside HF models (dak.kernels.fused_ops).
 
 `install(model)` points each RMSNorm module's forward, and each nn.LayerNorm's with weight and
-bias over one axis (OPT), at the fused kernels (parameters and their names stay as they are) and wraps the modeling module's `apply_rotary_pos_emb`; the wrapper
-uses the fused kernel only inside `fused()` (the engine's forward), so other HF models in the
-process keep HF's own code. Shapes the kernels do not take fall back to HF's code.
+bias over one axis (OPT), at the fused kernels (parameters and their names stay as they are) and
+wraps the modeling module's `apply_rotary_pos_emb`; the wrapper uses the fused kernel only inside
+`fused()` (the engine's forward), so other HF models in the process keep HF's own code. Shapes the
+kernels do not take fall back to HF's code.
+
+With `$DAK_FUSED_LAYER=1` (an experiment, off by default until measured on the GPU) it also
+points each Llama-family decoder layer's forward (RMSNorms, a SiLU gate/up/down MLP) at one that
+fuses the residual add with the post-attention RMSNorm and the MLP's SiLU with its multiply
+(dak.kernels.fused_layer): two launches fewer per layer, same rounding as HF.
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import os
 import sys
 import types
 
 from torch import nn
 
+from dak.kernels.fused_layer import add_rms_norm, silu_mul
 from dak.kernels.fused_ops import layer_norm, rms_norm, rotary, rotary_ok
 from dak.runtime_env import interpreting
 
 RMS_NORMS = ("LlamaRMSNorm", "MistralRMSNorm", "Qwen2RMSNorm")
+SILU = ("SiLU", "SiLUActivation")  # torch's and transformers' own (x * sigmoid(x) either way)
 _ON = contextvars.ContextVar("dak_fused_rotary", default=False)
 
 
@@ -63,8 +72,42 @@ def _wrap_rotary(hf_rotary):
     return apply_rotary_pos_emb
 
 
-def install(model: nn.Module) -> int:
-    """Fuse `model`'s norms and rotary embedding; returns the number of norms swapped."""
+def fused_layer_enabled() -> bool:
+    """$DAK_FUSED_LAYER: '1' fuses the decoder layers' add + norm and SiLU * up, '0' or unset not."""
+    raw = os.environ.get("DAK_FUSED_LAYER", "0")
+    if raw not in ("0", "1"):
+        raise ValueError(f"DAK_FUSED_LAYER must be 0 or 1, got {raw!r}")
+    return raw == "1"
+
+
+def _fusable_layer(mod) -> bool:
+    """A Llama-family decoder layer: RMSNorms before attention and MLP, a SiLU gate/up/down MLP."""
+    mlp = getattr(mod, "mlp", None)
+    norms = [getattr(mod, n, None) for n in ("input_layernorm", "post_attention_layernorm")]
+    return (type(mod).__name__.endswith("DecoderLayer") and hasattr(mod, "self_attn")
+            and all(type(n).__name__ in RMS_NORMS and hasattr(n, "variance_epsilon") for n in norms)
+            and all(hasattr(mlp, p) for p in ("gate_proj", "up_proj", "down_proj"))
+            and type(getattr(mlp, "act_fn", None)).__name__ in SILU)
+
+
+def _layer_forward(self, hidden_states, *args, **kwargs):
+    """HF's decoder layer with residual + post-attention RMSNorm and SiLU * up as one launch each.
+    Positional extras, other devices or dtypes: HF's own forward."""
+    post = self.post_attention_layernorm
+    if args or not _runs_here(hidden_states) or hidden_states.dtype != post.weight.dtype:
+        return type(self).forward(self, hidden_states, *args, **kwargs)
+    residual = hidden_states
+    h = self.input_layernorm(hidden_states)
+    h, _ = self.self_attn(hidden_states=h, **kwargs)
+    residual, h = add_rms_norm(h, residual, post.weight, post.variance_epsilon)
+    mlp = self.mlp
+    return residual + mlp.down_proj(silu_mul(mlp.gate_proj(h), mlp.up_proj(h)))
+
+
+def install(model: nn.Module, layers: bool | None = None) -> int:
+    """Fuse `model`'s norms and rotary embedding (and with `layers`, default $DAK_FUSED_LAYER, its
+    decoder layers' add + norm and SiLU * up); returns the number of norms and layers swapped."""
+    layers = fused_layer_enabled() if layers is None else layers
     n = 0
     for mod in model.modules():
         if type(mod).__name__ in RMS_NORMS and hasattr(mod, "variance_epsilon"):
@@ -72,6 +115,9 @@ def install(model: nn.Module) -> int:
             n += 1
         elif _fusable_layer_norm(mod):
             mod.forward = types.MethodType(_layer_norm_forward, mod)
+            n += 1
+        elif layers and _fusable_layer(mod):
+            mod.forward = types.MethodType(_layer_forward, mod)
             n += 1
     module = sys.modules.get(type(model).__module__)
     hf_rotary = getattr(module, "apply_rotary_pos_emb", None)

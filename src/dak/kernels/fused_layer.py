@@ -1,0 +1,95 @@
+"""One-launch residual add + RMSNorm, and SiLU-and-multiply, rounding like HF's eager code.
+
+A Llama-family decoder layer at decode runs, besides its linears and attention, a residual add
+then the post-attention RMSNorm, and in the MLP `act_fn(gate) * up` (SiLU, then a multiply):
+four launches that these two kernels do in two (an experiment, `$DAK_FUSED_LAYER=1`; see
+dak.runtime.fused). Each rounds where the eager code rounds:
+
+    add_rms_norm: s = round(x + r);  y = w * round(s * rsqrt(mean(s^2) + eps))   (returns s, y)
+    silu_mul:     y = round(round(silu(g)) * u)                                 (silu in fp32)
+
+Both take any leading shape with a contiguous last axis (the MLP's gate and up may be column
+slices of one fused projection output) and run under the Triton interpreter on the CPU.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from dak.kernels.attention_config import next_pow2
+
+
+@triton.jit
+def _add_rms_norm_kernel(x_ptr, r_ptr, w_ptr, s_ptr, y_ptr, n_cols, stride_x, stride_r, stride_s, stride_y, eps,
+                         BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    offs = tl.arange(0, BLOCK)
+    mask = offs < n_cols
+    ty = y_ptr.dtype.element_ty
+    x = tl.load(x_ptr + row * stride_x + offs, mask=mask, other=0.0).to(tl.float32)
+    r = tl.load(r_ptr + row * stride_r + offs, mask=mask, other=0.0).to(tl.float32)
+    s = (x + r).to(ty)  # the residual stream, rounded as the eager add rounds it
+    tl.store(s_ptr + row * stride_s + offs, s, mask=mask)
+    sf = s.to(tl.float32)
+    inv = 1.0 / tl.sqrt(tl.sum(sf * sf, axis=0) / n_cols + eps)
+    h = (sf * inv).to(ty).to(tl.float32)  # HF rounds before the weight
+    w = tl.load(w_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    tl.store(y_ptr + row * stride_y + offs, (w * h).to(ty), mask=mask)
+
+
+@triton.jit
+def _silu_mul_kernel(g_ptr, u_ptr, y_ptr, n_cols, stride_g, stride_u, stride_y, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    col = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    mask = col < n_cols
+    ty = y_ptr.dtype.element_ty
+    g = tl.load(g_ptr + row * stride_g + col, mask=mask, other=0.0).to(tl.float32)
+    u = tl.load(u_ptr + row * stride_u + col, mask=mask, other=0.0).to(tl.float32)
+    a = (g / (1.0 + tl.exp(-g))).to(ty).to(tl.float32)
+    tl.store(y_ptr + row * stride_y + col, (a * u).to(ty), mask=mask)
+
+
+def _rows(t: torch.Tensor) -> torch.Tensor:
+    t2 = t.reshape(-1, t.shape[-1])
+    return t2 if t2.stride(-1) == 1 else t2.contiguous()
+
+
+def _check(name: str, a: torch.Tensor, b: torch.Tensor) -> None:
+    if a.shape != b.shape:
+        raise ValueError(f"{name}: shapes {tuple(a.shape)} and {tuple(b.shape)} differ")
+    if a.dtype != b.dtype or a.dtype not in (torch.bfloat16, torch.float16):
+        raise ValueError(f"{name}: needs two bf16 or two fp16 tensors, got {a.dtype} and {b.dtype}")
+    if a.device != b.device:
+        raise ValueError(f"{name}: tensors on {a.device} and {b.device}; move one of them")
+
+
+def add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float):
+    """(residual + x, RMSNorm(residual + x)) over the last axis, as HF's decoder layer computes them."""
+    _check("add_rms_norm", x, residual)
+    if weight.shape != (x.shape[-1],) or weight.dtype != x.dtype or weight.device != x.device:
+        raise ValueError(f"add_rms_norm: weight {tuple(weight.shape)} {weight.dtype} on {weight.device} does not "
+                         f"match x's last axis {x.shape[-1]} ({x.dtype} on {x.device})")
+    x2, r2 = _rows(x), _rows(residual)
+    n = x2.shape[-1]
+    s = torch.empty(x2.shape, dtype=x.dtype, device=x.device)
+    y = torch.empty_like(s)
+    if x2.shape[0]:
+        _add_rms_norm_kernel[(x2.shape[0],)](x2, r2, weight, s, y, n, x2.stride(0), r2.stride(0), s.stride(0),
+                                             y.stride(0), float(eps), BLOCK=next_pow2(n),
+                                             num_warps=4 if n <= 4096 else 8, enable_fp_fusion=False)
+    return s.view(x.shape), y.view(x.shape)
+
+
+def silu_mul(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+    """round(round(silu(gate)) * up), as `act_fn(gate_proj(x)) * up_proj(x)` in HF's MLPs."""
+    _check("silu_mul", gate, up)
+    g2, u2 = _rows(gate), _rows(up)
+    rows, n = g2.shape
+    y = torch.empty((rows, n), dtype=gate.dtype, device=gate.device)
+    block = min(1024, next_pow2(max(n, 16)))
+    if rows and n:
+        _silu_mul_kernel[(rows, triton.cdiv(n, block))](g2, u2, y, n, g2.stride(0), u2.stride(0), y.stride(0),
+                                                         BLOCK=block, num_warps=4, enable_fp_fusion=False)
+    return y.view(gate.shape)

@@ -1,0 +1,146 @@
+"""Fused residual add + RMSNorm and SiLU * up against HF's eager code (CPU: Triton interpreter),
+and HF decoder layers with them installed ($DAK_FUSED_LAYER=1) against the same layers unfused.
+
+fp16 must match exactly (the kernels round where HF rounds); bf16 within the interpreter's
+truncation (it rounds fp32 -> bf16 toward zero; the GPU rounds to nearest). Poisoned outputs,
+odd sizes and strided (fused-projection) inputs included.
+"""
+
+import os
+
+import pytest
+import torch
+
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+from dak.kernels.fused_layer import add_rms_norm, silu_mul  # noqa: E402
+from dak.runtime import fused as fz  # noqa: E402
+
+DEV = "cuda" if torch.cuda.is_available() else "cpu"
+ULP = {torch.bfloat16: 2.0 ** -7, torch.float16: 2.0 ** -10}
+LOOSE = os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def _close(got, ref, dtype, what, ulps=1):
+    """Within `ulps` of the dtype (silu's fp32 value may differ in its last bit between libraries,
+    so its rounded result, times up, may be one step off), and almost all exact."""
+    assert got.shape == ref.shape and got.dtype == ref.dtype, what
+    assert not got.isnan().any(), f"{what}: unwritten outputs"
+    diff = (got.float() - ref.float()).abs()
+    if dtype == torch.float16 or not LOOSE:
+        assert (diff <= ulps * ULP[dtype] * ref.float().abs() + 1e-6).all(), f"{what}: max diff {diff.max():.3g}"
+        assert (diff == 0).float().mean() > 0.97, f"{what}: only {(diff == 0).float().mean():.3f} exact"
+    else:
+        assert (diff <= (ulps + 2) * ULP[dtype] * ref.float().abs() + 1e-6).all(), f"{what}: max diff {diff.max():.3g}"
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("shape", [(3, 1, 96), (2, 5, 130), (1, 1, 4096)])
+def test_add_rms_norm_matches_hf(dtype, shape):
+    from transformers.models.llama.modeling_llama import LlamaRMSNorm
+    g = torch.Generator().manual_seed(sum(shape))
+    norm = LlamaRMSNorm(shape[-1], eps=1e-6)
+    norm.weight.data = torch.randn(shape[-1], generator=g)
+    norm = norm.to(DEV, dtype)
+    x, r = ((2 * torch.randn(shape, generator=g)).to(DEV, dtype) for _ in range(2))
+    s, y = add_rms_norm(x, r, norm.weight, norm.variance_epsilon)
+    _close(s, r + x, dtype, f"sum {shape}")
+    _close(y, norm(r + x), dtype, f"norm {shape}")
+    with pytest.raises(ValueError, match="shapes"):
+        add_rms_norm(x, r[..., :-1], norm.weight, 1e-6)
+    with pytest.raises(ValueError, match="does not match"):
+        add_rms_norm(x, r, norm.weight[:-1], 1e-6)
+    with pytest.raises(ValueError, match="bf16 or two fp16"):
+        add_rms_norm(x.float(), r.float(), norm.weight.float(), 1e-6)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("rows,cols", [(1, 7), (5, 300), (8, 2500)])
+def test_silu_mul_matches_torch_on_fused_projection_slices(dtype, rows, cols):
+    g = torch.Generator().manual_seed(rows * cols)
+    both = (3 * torch.randn(rows, 2 * cols, generator=g)).to(DEV, dtype)  # one fused gate/up output
+    gate, up = both[:, :cols], both[:, cols:]
+    _close(silu_mul(gate, up), torch.nn.functional.silu(gate) * up, dtype, f"silu_mul {rows}x{cols}", ulps=2)
+    with pytest.raises(ValueError, match="shapes"):
+        silu_mul(gate, up[:, 1:])
+    with pytest.raises(ValueError, match="two bf16 or two fp16"):
+        silu_mul(gate, up.float())
+
+
+def test_knob_and_which_layers_are_fused(monkeypatch):
+    monkeypatch.setenv("DAK_FUSED_LAYER", "yes")
+    with pytest.raises(ValueError, match="DAK_FUSED_LAYER must be 0 or 1"):
+        fz.fused_layer_enabled()
+    monkeypatch.setenv("DAK_FUSED_LAYER", "1")
+    assert fz.fused_layer_enabled()
+    monkeypatch.delenv("DAK_FUSED_LAYER")
+    assert not fz.fused_layer_enabled()
+
+
+@pytest.mark.parametrize("family", ["tiny-llama", "tiny-qwen2", "tiny-mistral"])
+def test_installed_layers_match_hf(family, monkeypatch):
+    from transformers import AutoModelForCausalLM
+
+    from dak.models.spec import load_config
+    from dak.runtime.offload import hf_config
+    _, cfg = load_config(family)
+    torch.manual_seed(5)
+    model = AutoModelForCausalLM.from_config(hf_config(dict(cfg, num_hidden_layers=2)), dtype=torch.float32,
+                                             attn_implementation="eager").to(DEV, torch.float16).eval()
+    ids = torch.randint(3, model.config.vocab_size, (2, 7), device=DEV)
+    with torch.no_grad():
+        ref = model(ids).logits
+        layers = [m for m in model.modules() if fz._fusable_layer(m)]
+        assert len(layers) == 2
+        n = fz.install(model, layers=True)
+        assert n == 2 + 2 * 2 + 1  # the layers, their own two norms each (swapped too), the final norm
+        calls = []
+        for name in ("add_rms_norm", "silu_mul"):
+            real = getattr(fz, name)
+            monkeypatch.setattr(fz, name, lambda *a, real=real, name=name: calls.append(name) or real(*a))
+        with fz.fused():
+            got = model(ids).logits
+    assert calls == ["add_rms_norm", "silu_mul"] * 2, "the fused layer forward ran, not HF's"
+    assert not got.isnan().any()
+    torch.testing.assert_close(got, ref, atol=2e-3, rtol=2e-3)
+
+
+def test_opt_layers_are_left_alone():
+    from transformers import AutoModelForCausalLM
+
+    from dak.models.spec import load_config
+    from dak.runtime.offload import hf_config
+    _, cfg = load_config("tiny-opt")
+    model = AutoModelForCausalLM.from_config(hf_config(dict(cfg, num_hidden_layers=1)))
+    assert not any(fz._fusable_layer(m) for m in model.modules())
+
+
+def test_offloaded_model_with_fused_layers_gives_hf_tokens(monkeypatch, tmp_path):
+    """dak.offload with $DAK_FUSED_LAYER=1 (host share 0.3, CUDA graphs on a GPU): HF's greedy tokens."""
+    import dak
+    from transformers import AutoModelForCausalLM
+
+    from dak.models.spec import load_config
+    from dak.runtime.offload import hf_config
+    _, cfg = load_config("tiny-llama")
+    torch.manual_seed(9)
+    hf = AutoModelForCausalLM.from_config(hf_config(dict(cfg, num_hidden_layers=2)), dtype=torch.float32,
+                                          attn_implementation="eager").to(torch.float16).eval()
+    hf.save_pretrained(tmp_path)
+    monkeypatch.setenv("DAK_FUSED_LAYER", "1")
+    steps, prompt = 12, 6
+    model = dak.offload(str(tmp_path), batch=2, max_len=prompt + steps, host_ratio=0.3, dtype=torch.float16,
+                        tune=False)
+    fused_layers = [m for m in model.modules() if getattr(m.forward, "__func__", None) is fz._layer_forward]
+    assert len(fused_layers) == 2
+    ids = torch.randint(3, hf.config.vocab_size, (2, prompt), generator=torch.Generator().manual_seed(1))
+    seq = model.generate(ids, max_new_tokens=steps).cpu()
+    model.dak_free()
+    with torch.no_grad():
+        logits = hf(seq).logits.float()
+    for t in range(steps):  # dak's token is HF's best, or ties it within one fp16 step
+        ref = logits[:, prompt + t - 1]
+        best = ref.max(-1).values
+        gap = best - ref.gather(1, seq[:, prompt + t, None])[:, 0]
+        assert (gap <= best.abs() * 2.0 ** -10 + 1e-6).all(), f"step {t}: a token {gap.max():.3g} below HF's best"
