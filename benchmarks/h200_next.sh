@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh C3|C2|C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V
+#   bash benchmarks/h200_next.sh C4|C3|C2|C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy has no .git).
 set -u
@@ -16,6 +16,15 @@ step() {  # step SECONDS COMMAND...: run with a time limit, log the tail, never 
     rm -f "$OUT/.step.log"
 }
 case "$1" in
+C4) # (not run yet) OPT-30B at 5/10% with DAK_CE_HBM_CUBLAS=1 (copy-engine operators multiply their HBM rows with
+    # cuBLAS, as prefetch does, instead of the split kernel) beside the default and prefetch; its step's trace
+    e2e="python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 5,10"
+    step 170 $e2e --systems dak-consolidated,prefetch --out "$OUT/e2e-opt-30b-c4-default.json"
+    step 100 env DAK_CE_HBM_CUBLAS=1 $e2e --systems dak-consolidated --out "$OUT/e2e-opt-30b-ce-hbm-cublas.json"
+    step 100 env DAK_CE_HBM_CUBLAS=1 python3 benchmarks/profile_step.py --model opt-30b --ratios 0.05 --steps 2 \
+        --out "$OUT/step-opt-30b-ce-hbm-cublas.json" --trace "$OUT/trace-opt-30b-ce-hbm-cublas"
+    gzip -9 "$OUT"/trace-opt-30b-ce-hbm-cublas-*.json
+    ;;
 C3) # (not run yet) DAK_FUSED_LAYER=1 (residual add + RMSNorm and SiLU * up fused, Llama family): its tests on the
     # GPU, then Llama-2-7B and Llama-3-8B at 0-2% with and without it, prefetch beside (its layers fuse alike)
     step 120 python3 -u -m pytest -x -v -p no:cacheprovider tests/test_fused_layer.py tests/test_fused_ops.py

@@ -98,3 +98,31 @@ def test_module_in_grad_mode_with_an_input_that_requires_grad():
     assert not y.requires_grad  # inference only: no autograd history through the split path
     ref = x.detach().float() @ w.float().t() + b.float()
     check(y, ref.to(DEV), torch.bfloat16, "grad mode")
+
+
+@pytest.mark.parametrize("env,want", [("0", False), ("1", True)])
+def test_ce_hbm_cublas_experiment_in_untuned_decode_configs(monkeypatch, tmp_path, env, want):
+    """$DAK_CE_HBM_CUBLAS=1: an untuned decode config that stages every host row by copy engine
+    multiplies its HBM rows with cuBLAS; in-place shares and all-HBM operators keep the split
+    kernel; the module's results stay exact either way."""
+    from dak.kernels.config import heuristic_config
+    from dak.nn import SplitLinear
+    from dak.kernels import tuning
+    monkeypatch.setenv("DAK_CE_HBM_CUBLAS", env)
+    monkeypatch.setenv("DAK_CACHE_DIR", str(tmp_path))  # configs are cached per process and on disk:
+    monkeypatch.setattr(tuning, "_MEMORY", {})  # the knob applies to configs made after it is set
+    staged = heuristic_config(8, 512, 6656, 7168, 132, True)
+    assert staged.ce_share == 1.0 and staged.hbm_cublas == want
+    for m_h in (16, 0):  # a thin share read in place; nothing on the host
+        cfg = heuristic_config(8, m_h, 7168 - m_h, 7168, 132, True)
+        assert cfg.ce_share == 0.0 and not cfg.hbm_cublas
+    torch.manual_seed(5)
+    w = (torch.randn(150, 72) * 0.1).to(torch.bfloat16)
+    b = torch.randn(150).to(torch.bfloat16)
+    mod = SplitLinear(w, b, host_ratio=0.3, row_tile=16, tune=False).to(DEV)
+    assert mod.prepare(3).hbm_cublas == want
+    x = torch.randn(3, 72).to(torch.bfloat16).to(DEV)
+    check(mod(x), (x.float() @ w.float().t() + b.float()).to(DEV), torch.bfloat16, f"DAK_CE_HBM_CUBLAS={env}")
+    monkeypatch.setenv("DAK_CE_HBM_CUBLAS", "2")
+    with pytest.raises(ValueError, match="DAK_CE_HBM_CUBLAS must be an integer in \\[0, 1\\]"):
+        heuristic_config(8, 512, 6656, 7168, 132, True)

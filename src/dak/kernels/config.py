@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from dak.runtime_env import interpreting
-from dak.shares import LINK_BOUND_SHARE, ce_chunks_default, ce_min_share  # noqa: F401 -- re-exported for the launchers
+from dak.shares import LINK_BOUND_SHARE, ce_chunks_default, ce_hbm_cublas, ce_min_share  # noqa: F401 -- re-exported for the launchers
 
 MAX_DECODE_TOKENS = 64  # up to this many tokens, one program covers all of them: no re-reads
 MAX_SPLIT_ITEMS = 256  # host split-K only pays when host row tiles are few; caps its workspace
@@ -155,6 +155,7 @@ def heuristic_config(n_tokens: int, m_host: int, m_hbm: int, k: int, sms: int, t
         block_m = 64
     split, host_tiles, k_iters = 1, cdiv(m_host, block_m), cdiv(k, pick_block_k(k))
     many = n_tokens > MAX_DECODE_TOKENS  # prefill / large batch: cuBLAS GEMMs, host rows staged
+    ce = many or m_host > ce_min_share() * m_total  # every host row staged by the copy engine
     while host_tiles and host_tiles * split < 16 and 2 * split <= min(8, k_iters // 2):
         split *= 2  # few host row tiles: split their reduction so more programs read the link
     cfg = KernelConfig(
@@ -168,9 +169,9 @@ def heuristic_config(n_tokens: int, m_host: int, m_hbm: int, k: int, sms: int, t
         hbm_programs=2 * sms,
         host_tma=False,
         hbm_tma=False,
-        ce_share=1.0 if many or m_host > ce_min_share() * m_total else 0.0,
+        ce_share=1.0 if ce else 0.0,
         ce_chunks=LARGE_N_CE_CHUNKS if many else ce_chunks_default(),
-        hbm_cublas=many,
+        hbm_cublas=many or (ce and m_host > 0 and ce_hbm_cublas()),
         host_kernel="triton_once" if n_tokens > block_n else "triton",
     )
     return finalize(cfg, m_host, m_hbm, sms)
