@@ -20,3 +20,17 @@ def h2d_bandwidth(nbytes: int = 1 << 30) -> float:
     times = [event_ms(lambda: dst.copy_(src.tensor, non_blocking=True)) for _ in range(5)]
     src.free()
     return src.nbytes / (statistics.median(times) * 1e-3)
+
+
+def split_kernel_call(x: torch.Tensor, w_host: torch.Tensor, w_hbm: torch.Tensor):
+    """A no-argument call of dak's split kernel on `x` with its untuned decode config, every host
+    row read in place (ce_share 0): for probes that time the kernel itself beside other work."""
+    from dataclasses import replace
+
+    from dak.kernels.config import heuristic_config
+    from dak.kernels.split_linear import split_linear
+    n, k = x.shape
+    sms = torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 4
+    cfg = replace(heuristic_config(n, w_host.shape[0], w_hbm.shape[0], k, sms, x.is_cuda), ce_share=0.0)
+    out = torch.empty(n, w_host.shape[0] + w_hbm.shape[0], dtype=x.dtype, device=x.device)
+    return lambda: split_linear(x, w_host, w_hbm, None, cfg, out=out)

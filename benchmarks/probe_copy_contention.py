@@ -24,14 +24,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import metadata, write_json  # noqa: E402
+from common import metadata, split_kernel_call, write_json  # noqa: E402
 from probe_copy_chain import time_graph  # noqa: E402
 
 from dak.host import PinnedBuffer  # noqa: E402
@@ -46,13 +45,7 @@ def beside_fn(kind: str, x: torch.Tensor, w: torch.Tensor):
     if kind == "cublas":
         return lambda: F.linear(x, w)
     if kind == "triton":
-        from dak.kernels.config import heuristic_config
-        from dak.kernels.split_linear import split_linear
-        sms = torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 4
-        cfg = replace(heuristic_config(x.shape[0], 0, w.shape[0], w.shape[1], sms, x.is_cuda), ce_share=0.0)
-        empty = w[:0]
-        out = torch.empty(x.shape[0], w.shape[0], dtype=x.dtype, device=x.device)
-        return lambda: split_linear(x, empty, w, None, cfg, out=out)
+        return split_kernel_call(x, w[:0], w)
     raise ValueError(f"--beside must be one of {', '.join(BESIDE)}, got {kind!r}")
 
 

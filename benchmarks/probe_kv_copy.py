@@ -141,12 +141,14 @@ def main(argv=None):
     a = ap.parse_args(argv)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     models = [m for m in a.models.split(",") if m]
-    if device.type != "cuda":
-        print("no GPU: a flow check of the 2-D KV copy on tiny shapes (no timing)")
-        models, a.layers, a.rows = ["tiny"], 1, "3,8"
     bad = [m for m in models if m not in SHAPES]
     if bad:
         raise SystemExit(f"unknown model(s) {bad}: use {', '.join(SHAPES)}")
+    if a.layers < 1:
+        raise SystemExit("--layers must be >= 1")
+    if device.type != "cuda":
+        print("no GPU: a flow check of the 2-D KV copy on tiny shapes (no timing)")
+        models, a.layers, a.rows = ["tiny"], 1, "3,8"
     rows = [int(r) for r in a.rows.split(",") if r]
     results = []
     for m in models:

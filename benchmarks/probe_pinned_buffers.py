@@ -27,24 +27,17 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import event_ms, metadata, write_json  # noqa: E402
+from common import event_ms, graph_time_ms, metadata, split_kernel_call, write_json  # noqa: E402
 
 import dak.host as host  # noqa: E402
 
 
 def sm_read_gbs(buf) -> float:
     """The split kernel (heuristic config, every row on the host) reading `buf` in place at N = 8."""
-    from dak.kernels.config import heuristic_config
-    from dak.kernels.split_linear import split_linear
-    from dak.kernels.timing import graph_time_ms
-    m, k = buf.tensor.shape
+    k = buf.tensor.shape[1]
     x = torch.randn(8, k, device="cuda", dtype=buf.tensor.dtype)
-    cfg = heuristic_config(8, m, 0, k, torch.cuda.get_device_properties(0).multi_processor_count, True)
-    from dataclasses import replace
-    cfg = replace(cfg, ce_share=0.0)
     empty = torch.empty((0, k), device="cuda", dtype=buf.tensor.dtype)
-    out = torch.empty(8, m, device="cuda", dtype=buf.tensor.dtype)
-    t = graph_time_ms([lambda: split_linear(x, buf.tensor, empty, None, cfg, out=out)], target_ms=20, max_replays=5)
+    t = graph_time_ms([split_kernel_call(x, buf.tensor, empty)], target_ms=20, max_replays=5)
     return buf.nbytes / t / 1e6
 
 
@@ -90,6 +83,8 @@ def main(argv=None):
     bad = [m for m in methods if m not in host.PIN_METHODS]
     if bad:
         raise SystemExit(f"unknown pinning method(s) {bad}: use {', '.join(host.PIN_METHODS)}")
+    if min(a.buffers, a.mib, a.k) < 1:
+        raise SystemExit("--buffers, --mib and --k must be >= 1")
     if not torch.cuda.is_available():
         raise SystemExit("probe_pinned_buffers needs a CUDA GPU: it times the copy engine reading pinned memory")
     rows = [probe(m, a.buffers, a.mib, a.k) for m in methods]

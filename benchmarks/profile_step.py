@@ -195,6 +195,8 @@ def main(argv=None):
     if not torch.cuda.is_available():
         print("no GPU: profiling tiny-llama's CPU ops under the Triton interpreter (a flow check)")
         name, a.batch, a.prompt_len, a.gen_len, a.steps = "tiny-llama", 2, 4, 2, 1
+        if a.trace:
+            print("no GPU: --trace ignored (it records graph replays on the GPU)")
     rows = []
     for r in (float(v) for v in a.ratios.split(",") if v):
         row = run(name, a.batch, a.prompt_len, a.gen_len, r, a.steps, a.policy, a.fuse_projections, a.trace)

@@ -68,6 +68,16 @@ def test_silu_mul_matches_torch_on_fused_projection_slices(dtype, rows, cols):
         silu_mul(gate, up.float())
 
 
+def test_without_a_gpu_or_the_interpreter_the_kernels_say_so(monkeypatch):
+    import dak.kernels.fused_layer as fl
+    monkeypatch.setattr(fl, "interpreting", lambda: False)
+    x = torch.randn(2, 8).to(torch.float16)
+    with pytest.raises(ValueError, match="needs a CUDA GPU"):
+        fl.silu_mul(x, x)
+    with pytest.raises(ValueError, match="needs a CUDA GPU"):
+        fl.add_rms_norm(x, x, torch.ones(8, dtype=torch.float16), 1e-6)
+
+
 def test_knob_and_which_layers_are_fused(monkeypatch):
     monkeypatch.setenv("DAK_FUSED_LAYER", "yes")
     with pytest.raises(ValueError, match="DAK_FUSED_LAYER must be 0 or 1"):

@@ -24,3 +24,10 @@ def test_a_wrong_copy_is_caught():
     with pytest.raises(AssertionError, match="differs"):
         probe_kv_copy.check(host, dev, 5)
     probe_kv_copy.check(host, dev, 4)  # position 4 is outside the copied rows
+
+
+def test_bad_arguments():
+    with pytest.raises(SystemExit, match="--layers must be >= 1"):
+        probe_kv_copy.main(["--layers", "0"])
+    with pytest.raises(SystemExit, match="unknown model"):
+        probe_kv_copy.main(["--models", "gpt-5"])

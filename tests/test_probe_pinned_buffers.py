@@ -10,9 +10,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import probe_pinned_buffers  # noqa: E402
 
 
-def test_unknown_pinning_method_is_refused():
+def test_unknown_pinning_method_and_empty_sizes_are_refused():
     with pytest.raises(SystemExit, match=r"unknown pinning method\(s\) \['pageable'\]"):
         probe_pinned_buffers.main(["--methods", "alloc,pageable"])
+    with pytest.raises(SystemExit, match="must be >= 1"):
+        probe_pinned_buffers.main(["--mib", "0"])
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only message")

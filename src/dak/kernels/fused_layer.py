@@ -19,6 +19,8 @@ import triton
 import triton.language as tl
 
 from dak.kernels.attention_config import next_pow2
+from dak.kernels.fused_ops import _rows
+from dak.runtime_env import interpreting
 
 
 @triton.jit
@@ -51,11 +53,6 @@ def _silu_mul_kernel(g_ptr, u_ptr, y_ptr, n_cols, stride_g, stride_u, stride_y, 
     tl.store(y_ptr + row * stride_y + col, (a * u).to(ty), mask=mask)
 
 
-def _rows(t: torch.Tensor) -> torch.Tensor:
-    t2 = t.reshape(-1, t.shape[-1])
-    return t2 if t2.stride(-1) == 1 else t2.contiguous()
-
-
 def _check(name: str, a: torch.Tensor, b: torch.Tensor) -> None:
     if a.shape != b.shape:
         raise ValueError(f"{name}: shapes {tuple(a.shape)} and {tuple(b.shape)} differ")
@@ -63,15 +60,15 @@ def _check(name: str, a: torch.Tensor, b: torch.Tensor) -> None:
         raise ValueError(f"{name}: needs two bf16 or two fp16 tensors, got {a.dtype} and {b.dtype}")
     if a.device != b.device:
         raise ValueError(f"{name}: tensors on {a.device} and {b.device}; move one of them")
+    if a.device.type != "cuda" and not interpreting():
+        raise ValueError(f"{name}: tensors on {a.device}; the kernel needs a CUDA GPU (or TRITON_INTERPRET=1 "
+                         "to run it on the CPU)")
 
 
 def add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float):
     """(residual + x, RMSNorm(residual + x)) over the last axis, as HF's decoder layer computes them."""
     _check("add_rms_norm", x, residual)
-    if weight.shape != (x.shape[-1],) or weight.dtype != x.dtype or weight.device != x.device:
-        raise ValueError(f"add_rms_norm: weight {tuple(weight.shape)} {weight.dtype} on {weight.device} does not "
-                         f"match x's last axis {x.shape[-1]} ({x.dtype} on {x.device})")
-    x2, r2 = _rows(x), _rows(residual)
+    x2, r2 = _rows(x, [("weight", weight)]), _rows(residual, [])
     n = x2.shape[-1]
     s = torch.empty(x2.shape, dtype=x.dtype, device=x.device)
     y = torch.empty_like(s)
@@ -85,7 +82,7 @@ def add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, 
 def silu_mul(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
     """round(round(silu(gate)) * up), as `act_fn(gate_proj(x)) * up_proj(x)` in HF's MLPs."""
     _check("silu_mul", gate, up)
-    g2, u2 = _rows(gate), _rows(up)
+    g2, u2 = _rows(gate, []), _rows(up, [])
     rows, n = g2.shape
     y = torch.empty((rows, n), dtype=gate.dtype, device=gate.device)
     block = min(1024, next_pow2(max(n, 16)))
