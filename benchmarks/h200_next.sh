@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh C4|C3|C2|C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V
+#   bash benchmarks/h200_next.sh D2|D1|C4|C3|C2|C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy has no .git).
 set -u
@@ -16,7 +16,22 @@ step() {  # step SECONDS COMMAND...: run with a time limit, log the tail, never 
     rm -f "$OUT/.step.log"
 }
 case "$1" in
-C4) # (not run yet) OPT-30B at 5/10% with DAK_CE_HBM_CUBLAS=1 (copy-engine operators multiply their HBM rows with
+D2) # (not run yet) DAK_CE_HBM_CUBLAS=1 beyond OPT-30B (C4: 58.15 vs 59.00 ms at 5%, 115.32 vs 115.54 at 10%): the
+    # link-bound cases whose untuned configs stage every host row, default vs cuBLAS HBM rows in one call
+    e2e="python3 -m dak bench e2e --models llama-2-7b,opt-6.7b --batch 8 --ratios 10,20,40 --systems dak-consolidated"
+    step 150 $e2e --out "$OUT/e2e-ce-cublas-0.json"
+    step 150 env DAK_CE_HBM_CUBLAS=1 $e2e --out "$OUT/e2e-ce-cublas-1.json"
+    e2e="python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 5,10 --systems dak-consolidated"
+    step 120 $e2e --out "$OUT/e2e-opt-30b-ce-cublas-0.json"
+    step 120 env DAK_CE_HBM_CUBLAS=1 $e2e --out "$OUT/e2e-opt-30b-ce-cublas-1.json"
+    ;;
+D1) # (not run yet) fused layers on by default (C3: Llama-2-7B 4.60 -> 4.42 ms, Llama-3-8B 4.88 -> 4.65): the
+    # runtime GPU tests with them, then the Llama rows of the e2e table again, dak and prefetch (both fuse)
+    step 240 python3 -u -m pytest -x -q -p no:cacheprovider tests/test_runtime_gpu.py tests/test_fused_layer.py
+    step 300 python3 -m dak bench e2e --models llama-2-7b,llama-3-8b --batch 8 --ratios 0,1,2,5,10,20,40 \
+        --systems dak-consolidated,prefetch --out "$OUT/e2e-llama-fused-default.json"
+    ;;
+C4) # OPT-30B at 5/10% with DAK_CE_HBM_CUBLAS=1 (copy-engine operators multiply their HBM rows with
     # cuBLAS, as prefetch does, instead of the split kernel) beside the default and prefetch; its step's trace
     e2e="python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 5,10"
     step 170 $e2e --systems dak-consolidated,prefetch --out "$OUT/e2e-opt-30b-c4-default.json"
@@ -25,14 +40,14 @@ C4) # (not run yet) OPT-30B at 5/10% with DAK_CE_HBM_CUBLAS=1 (copy-engine opera
         --out "$OUT/step-opt-30b-ce-hbm-cublas.json" --trace "$OUT/trace-opt-30b-ce-hbm-cublas"
     gzip -9 "$OUT"/trace-opt-30b-ce-hbm-cublas-*.json
     ;;
-C3) # (not run yet) DAK_FUSED_LAYER=1 (residual add + RMSNorm and SiLU * up fused, Llama family): its tests on the
+C3) # DAK_FUSED_LAYER=1 (residual add + RMSNorm and SiLU * up fused, Llama family): its tests on the
     # GPU, then Llama-2-7B and Llama-3-8B at 0-2% with and without it, prefetch beside (its layers fuse alike)
     step 120 python3 -u -m pytest -x -v -p no:cacheprovider tests/test_fused_layer.py tests/test_fused_ops.py
     e2e="python3 -m dak bench e2e --models llama-2-7b,llama-3-8b --batch 8 --ratios 0,1,2 --systems dak-consolidated,prefetch"
     step 200 $e2e --out "$OUT/e2e-fused-layer-0.json"
     step 200 env DAK_FUSED_LAYER=1 $e2e --out "$OUT/e2e-fused-layer-1.json"
     ;;
-C2) # (not run yet) why dak's chain copies run at ~51 GB/s inside its step and 55 alone: the same chain of 48 copies
+C2) # why dak's chain copies run at ~51 GB/s inside its step and 55 alone: the same chain of 48 copies
     # of 32 MiB beside nothing, cuBLAS GEMVs (as prefetch) and dak's Triton split kernel, in one graph each
     step 200 python3 benchmarks/probe_copy_contention.py --out "$OUT/probe-copy-contention.json"
     step 200 python3 benchmarks/probe_copy_contention.py --mib 8 --copies 96 --out "$OUT/probe-copy-contention-8mib.json"
@@ -185,6 +200,6 @@ V)  # (run 2026-12-01, session 7) fused projections (opt-in): their GPU tests, t
     ;;
 # Calls of sessions 5 and 6 (S, T, U, R, Q, P, L, N, M, K, J, I, G, H, F, A-E) are in git history
 # (before the ninth session); their logs in benchmarks/results/ record each command.
-*)  echo "usage: bash benchmarks/h200_next.sh C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V" >&2; exit 2 ;;
+*)  echo "usage: bash benchmarks/h200_next.sh D2|D1|C4|C3|C2|C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V" >&2; exit 2 ;;
 esac
 tail -c 3000 "$log"

@@ -82,10 +82,26 @@ def test_knob_and_which_layers_are_fused(monkeypatch):
     monkeypatch.setenv("DAK_FUSED_LAYER", "yes")
     with pytest.raises(ValueError, match="DAK_FUSED_LAYER must be 0 or 1"):
         fz.fused_layer_enabled()
+    monkeypatch.setenv("DAK_FUSED_LAYER", "0")
+    assert not fz.fused_layer_enabled()
     monkeypatch.setenv("DAK_FUSED_LAYER", "1")
     assert fz.fused_layer_enabled()
     monkeypatch.delenv("DAK_FUSED_LAYER")
-    assert not fz.fused_layer_enabled()
+    assert fz.fused_layer_enabled()  # on by default
+
+
+def test_knob_off_leaves_layers_as_hf(monkeypatch):
+    from transformers import AutoModelForCausalLM
+    from dak.models.spec import load_config
+    from dak.runtime.offload import hf_config
+    _, cfg = load_config("tiny-llama")
+    model = AutoModelForCausalLM.from_config(hf_config(dict(cfg, num_hidden_layers=2)))
+    monkeypatch.setenv("DAK_FUSED_LAYER", "0")
+    fz.install(model)
+    assert not any(getattr(m.forward, "__func__", None) is fz._layer_forward for m in model.modules())
+    monkeypatch.delenv("DAK_FUSED_LAYER")
+    fz.install(model)
+    assert sum(getattr(m.forward, "__func__", None) is fz._layer_forward for m in model.modules()) == 2
 
 
 @pytest.mark.parametrize("family", ["tiny-llama", "tiny-qwen2", "tiny-mistral"])
@@ -127,7 +143,7 @@ def test_opt_layers_are_left_alone():
 
 
 def test_offloaded_model_with_fused_layers_gives_hf_tokens(monkeypatch, tmp_path):
-    """dak.offload with $DAK_FUSED_LAYER=1 (host share 0.3, CUDA graphs on a GPU): HF's greedy tokens."""
+    """dak.offload with fused layers (the default; host share 0.3, CUDA graphs on a GPU): HF's greedy tokens."""
     import dak
     from transformers import AutoModelForCausalLM
 
@@ -138,7 +154,7 @@ def test_offloaded_model_with_fused_layers_gives_hf_tokens(monkeypatch, tmp_path
     hf = AutoModelForCausalLM.from_config(hf_config(dict(cfg, num_hidden_layers=2)), dtype=torch.float32,
                                           attn_implementation="eager").to(torch.float16).eval()
     hf.save_pretrained(tmp_path)
-    monkeypatch.setenv("DAK_FUSED_LAYER", "1")
+    monkeypatch.delenv("DAK_FUSED_LAYER", raising=False)
     steps, prompt = 12, 6
     model = dak.offload(str(tmp_path), batch=2, max_len=prompt + steps, host_ratio=0.3, dtype=torch.float16,
                         tune=False)

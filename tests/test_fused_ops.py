@@ -116,9 +116,9 @@ def test_installed_rotary_is_used_only_inside_fused():
     cfg = LlamaConfig(hidden_size=64, intermediate_size=96, num_hidden_layers=1, num_attention_heads=2,
                       num_key_value_heads=1, vocab_size=50)
     model = LlamaForCausalLM(cfg)
-    assert install(model) == 3  # two per layer and the final norm
+    assert install(model) == 4  # two norms per layer, the final norm, and the layer (fused add + norm, SiLU * up)
     wrapped = hf.apply_rotary_pos_emb
-    assert install(model) == 3 and hf.apply_rotary_pos_emb is wrapped, "installing twice must not re-wrap"
+    assert install(model) == 4 and hf.apply_rotary_pos_emb is wrapped, "installing twice must not re-wrap"
     q = torch.randn(1, 2, 3, 16).to(DEV, torch.float16)
     k = torch.randn(1, 1, 3, 16).to(DEV, torch.float16)
     cos = torch.randn(1, 3, 16).to(DEV, torch.float16)

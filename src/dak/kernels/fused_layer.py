@@ -2,8 +2,8 @@
 
 A Llama-family decoder layer at decode runs, besides its linears and attention, a residual add
 then the post-attention RMSNorm, and in the MLP `act_fn(gate) * up` (SiLU, then a multiply):
-four launches that these two kernels do in two (an experiment, `$DAK_FUSED_LAYER=1`; see
-dak.runtime.fused). Each rounds where the eager code rounds:
+four launches that these two kernels do in two (on by default, `$DAK_FUSED_LAYER=0` turns them
+off; see dak.runtime.fused). Each rounds where the eager code rounds:
 
     add_rms_norm: s = round(x + r);  y = w * round(s * rsqrt(mean(s^2) + eps))   (returns s, y)
     silu_mul:     y = round(round(silu(g)) * u)                                 (silu in fp32)

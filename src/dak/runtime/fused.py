@@ -6,10 +6,11 @@ wraps the modeling module's `apply_rotary_pos_emb`; the wrapper uses the fused k
 `fused()` (the engine's forward), so other HF models in the process keep HF's own code. Shapes the
 kernels do not take fall back to HF's code.
 
-With `$DAK_FUSED_LAYER=1` (an experiment, off by default until measured on the GPU) it also
-points each Llama-family decoder layer's forward (RMSNorms, a SiLU gate/up/down MLP) at one that
-fuses the residual add with the post-attention RMSNorm and the MLP's SiLU with its multiply
-(dak.kernels.fused_layer): two launches fewer per layer, same rounding as HF.
+It also points each Llama-family decoder layer's forward (RMSNorms, a SiLU gate/up/down MLP) at
+one that fuses the residual add with the post-attention RMSNorm and the MLP's SiLU with its
+multiply (dak.kernels.fused_layer): two launches fewer per layer, same rounding as HF. On by
+default since the tenth session (H200, B=8: Llama-2-7B TPOT 4.60 -> 4.42 ms, Llama-3-8B 4.88 ->
+4.65 ms, same call); `$DAK_FUSED_LAYER=0` turns it off.
 """
 
 from __future__ import annotations
@@ -73,8 +74,8 @@ def _wrap_rotary(hf_rotary):
 
 
 def fused_layer_enabled() -> bool:
-    """$DAK_FUSED_LAYER: '1' fuses the decoder layers' add + norm and SiLU * up, '0' or unset not."""
-    raw = os.environ.get("DAK_FUSED_LAYER", "0")
+    """$DAK_FUSED_LAYER: '1' or unset fuses the decoder layers' add + norm and SiLU * up, '0' not."""
+    raw = os.environ.get("DAK_FUSED_LAYER", "1")
     if raw not in ("0", "1"):
         raise ValueError(f"DAK_FUSED_LAYER must be 0 or 1, got {raw!r}")
     return raw == "1"
