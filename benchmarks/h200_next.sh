@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh D2|D1|C4|C3|C2|C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V
+#   bash benchmarks/h200_next.sh D3|D2|D1|C4|C3|C2|C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy has no .git).
 set -u
@@ -16,7 +16,16 @@ step() {  # step SECONDS COMMAND...: run with a time limit, log the tail, never 
     rm -f "$OUT/.step.log"
 }
 case "$1" in
-D2) # (not run yet) DAK_CE_HBM_CUBLAS=1 beyond OPT-30B (C4: 58.15 vs 59.00 ms at 5%, 115.32 vs 115.54 at 10%): the
+D3) # (not run yet) cuBLAS HBM rows for copy-engine operators on by default (D2: faster in 8 of 8 link-bound
+    # cases): the split-linear GPU tests with it, then the OPT rows of the e2e table, dak and prefetch
+    step 200 python3 -u -m pytest -x -q -p no:cacheprovider tests/test_split_linear_ce.py tests/test_copy_ahead_gpu.py \
+        tests/test_split_linear_gpu.py
+    step 150 python3 -m dak bench e2e --models opt-6.7b --batch 8 --ratios 0,1,2,5,10,20,40 \
+        --systems dak-consolidated,prefetch --out "$OUT/e2e-opt-6.7b-d3.json"
+    step 220 python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 1,2,5,10 \
+        --systems dak-consolidated,prefetch --out "$OUT/e2e-opt-30b-d3.json"
+    ;;
+D2) # DAK_CE_HBM_CUBLAS=1 beyond OPT-30B (C4: 58.15 vs 59.00 ms at 5%, 115.32 vs 115.54 at 10%): the
     # link-bound cases whose untuned configs stage every host row, default vs cuBLAS HBM rows in one call
     e2e="python3 -m dak bench e2e --models llama-2-7b,opt-6.7b --batch 8 --ratios 10,20,40 --systems dak-consolidated"
     step 150 $e2e --out "$OUT/e2e-ce-cublas-0.json"
@@ -25,7 +34,7 @@ D2) # (not run yet) DAK_CE_HBM_CUBLAS=1 beyond OPT-30B (C4: 58.15 vs 59.00 ms at
     step 120 $e2e --out "$OUT/e2e-opt-30b-ce-cublas-0.json"
     step 120 env DAK_CE_HBM_CUBLAS=1 $e2e --out "$OUT/e2e-opt-30b-ce-cublas-1.json"
     ;;
-D1) # (not run yet) fused layers on by default (C3: Llama-2-7B 4.60 -> 4.42 ms, Llama-3-8B 4.88 -> 4.65): the
+D1) # fused layers on by default (C3: Llama-2-7B 4.60 -> 4.42 ms, Llama-3-8B 4.88 -> 4.65): the
     # runtime GPU tests with them, then the Llama rows of the e2e table again, dak and prefetch (both fuse)
     step 240 python3 -u -m pytest -x -q -p no:cacheprovider tests/test_runtime_gpu.py tests/test_fused_layer.py
     step 300 python3 -m dak bench e2e --models llama-2-7b,llama-3-8b --batch 8 --ratios 0,1,2,5,10,20,40 \
@@ -200,6 +209,6 @@ V)  # (run 2026-12-01, session 7) fused projections (opt-in): their GPU tests, t
     ;;
 # Calls of sessions 5 and 6 (S, T, U, R, Q, P, L, N, M, K, J, I, G, H, F, A-E) are in git history
 # (before the ninth session); their logs in benchmarks/results/ record each command.
-*)  echo "usage: bash benchmarks/h200_next.sh D2|D1|C4|C3|C2|C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V" >&2; exit 2 ;;
+*)  echo "usage: bash benchmarks/h200_next.sh D3|D2|D1|C4|C3|C2|C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V" >&2; exit 2 ;;
 esac
 tail -c 3000 "$log"

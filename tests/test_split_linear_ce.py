@@ -100,15 +100,18 @@ def test_module_in_grad_mode_with_an_input_that_requires_grad():
     check(y, ref.to(DEV), torch.bfloat16, "grad mode")
 
 
-@pytest.mark.parametrize("env,want", [("0", False), ("1", True)])
-def test_ce_hbm_cublas_experiment_in_untuned_decode_configs(monkeypatch, tmp_path, env, want):
-    """$DAK_CE_HBM_CUBLAS=1: an untuned decode config that stages every host row by copy engine
-    multiplies its HBM rows with cuBLAS; in-place shares and all-HBM operators keep the split
-    kernel; the module's results stay exact either way."""
+@pytest.mark.parametrize("env,want", [("0", False), ("1", True), (None, True)])
+def test_ce_hbm_cublas_in_untuned_decode_configs(monkeypatch, tmp_path, env, want):
+    """By default (or $DAK_CE_HBM_CUBLAS=1) an untuned decode config that stages every host row by
+    copy engine multiplies its HBM rows with cuBLAS; =0 keeps the split kernel; in-place shares
+    and all-HBM operators keep the split kernel; the module's results stay exact either way."""
     from dak.kernels.config import heuristic_config
     from dak.nn import SplitLinear
     from dak.kernels import tuning
-    monkeypatch.setenv("DAK_CE_HBM_CUBLAS", env)
+    if env is None:
+        monkeypatch.delenv("DAK_CE_HBM_CUBLAS", raising=False)
+    else:
+        monkeypatch.setenv("DAK_CE_HBM_CUBLAS", env)
     monkeypatch.setenv("DAK_CACHE_DIR", str(tmp_path))  # configs are cached per process and on disk:
     monkeypatch.setattr(tuning, "_MEMORY", {})  # the knob applies to configs made after it is set
     staged = heuristic_config(8, 512, 6656, 7168, 132, True)
