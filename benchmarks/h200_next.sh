@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh D3|D2|D1|C4|C3|C2|C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V
+#   bash benchmarks/h200_next.sh E1|D3|D2|D1|C4|C3|C2|C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy has no .git).
 set -u
@@ -16,7 +16,19 @@ step() {  # step SECONDS COMMAND...: run with a time limit, log the tail, never 
     rm -f "$OUT/.step.log"
 }
 case "$1" in
-D3) # (not run yet) cuBLAS HBM rows for copy-engine operators on by default (D2: faster in 8 of 8 link-bound
+E1) # (not run yet) one-launch rotary (DAK_ROTARY_ONE_LAUNCH=1) and the MLP's residual add inside down_proj's
+    # cuBLAS call (DAK_RESIDUAL_ADDMM=1), tenth session, CPU-tested only: their tests on the GPU, then Llama-2-7B
+    # and Llama-3-8B at 0-5%, default vs each vs both in one call, and where the step's time goes with both
+    step 100 python3 -u -m pytest -x -q -p no:cacheprovider tests/test_fused_ops.py tests/test_fused_layer.py
+    e2e="python3 -m dak bench e2e --models llama-2-7b,llama-3-8b --batch 8 --ratios 0,1,2,5 --systems dak-consolidated"
+    step 100 $e2e --out "$OUT/e2e-trims-0.json"
+    step 100 env DAK_ROTARY_ONE_LAUNCH=1 $e2e --out "$OUT/e2e-trims-rotary.json"
+    step 100 env DAK_RESIDUAL_ADDMM=1 $e2e --out "$OUT/e2e-trims-addmm.json"
+    step 100 env DAK_ROTARY_ONE_LAUNCH=1 DAK_RESIDUAL_ADDMM=1 $e2e --out "$OUT/e2e-trims-both.json"
+    step 80 env DAK_ROTARY_ONE_LAUNCH=1 DAK_RESIDUAL_ADDMM=1 python3 benchmarks/profile_step.py --model llama-3-8b \
+        --ratios 0 --steps 2 --out "$OUT/step-llama-3-8b-trims.json"
+    ;;
+D3) # cuBLAS HBM rows for copy-engine operators on by default (D2: faster in 8 of 8 link-bound
     # cases): the split-linear GPU tests with it, then the OPT rows of the e2e table, dak and prefetch
     step 200 python3 -u -m pytest -x -q -p no:cacheprovider tests/test_split_linear_ce.py tests/test_copy_ahead_gpu.py \
         tests/test_split_linear_gpu.py
@@ -209,6 +221,6 @@ V)  # (run 2026-12-01, session 7) fused projections (opt-in): their GPU tests, t
     ;;
 # Calls of sessions 5 and 6 (S, T, U, R, Q, P, L, N, M, K, J, I, G, H, F, A-E) are in git history
 # (before the ninth session); their logs in benchmarks/results/ record each command.
-*)  echo "usage: bash benchmarks/h200_next.sh D3|D2|D1|C4|C3|C2|C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V" >&2; exit 2 ;;
+*)  echo "usage: bash benchmarks/h200_next.sh E1|D3|D2|D1|C4|C3|C2|C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V" >&2; exit 2 ;;
 esac
 tail -c 3000 "$log"

@@ -104,8 +104,11 @@ def test_knob_off_leaves_layers_as_hf(monkeypatch):
     assert sum(getattr(m.forward, "__func__", None) is fz._layer_forward for m in model.modules()) == 2
 
 
-@pytest.mark.parametrize("family", ["tiny-llama", "tiny-qwen2", "tiny-mistral"])
-def test_installed_layers_match_hf(family, monkeypatch):
+@pytest.mark.parametrize("family,addmm", [("tiny-llama", "0"), ("tiny-llama", "1"), ("tiny-qwen2", "0"),
+                                          ("tiny-mistral", "1")])
+def test_installed_layers_match_hf(family, addmm, monkeypatch):
+    """Fused layers give HF's logits; with $DAK_RESIDUAL_ADDMM=1 the MLP's residual add runs inside
+    down_proj's GEMM (its module is not called)."""
     from transformers import AutoModelForCausalLM
 
     from dak.models.spec import load_config
@@ -125,11 +128,48 @@ def test_installed_layers_match_hf(family, monkeypatch):
         for name in ("add_rms_norm", "silu_mul"):
             real = getattr(fz, name)
             monkeypatch.setattr(fz, name, lambda *a, real=real, name=name: calls.append(name) or real(*a))
+        downs = []
+        for layer in layers:
+            layer.mlp.down_proj.register_forward_hook(lambda *a: downs.append(1))
+        monkeypatch.setenv("DAK_RESIDUAL_ADDMM", addmm)
         with fz.fused():
             got = model(ids).logits
     assert calls == ["add_rms_norm", "silu_mul"] * 2, "the fused layer forward ran, not HF's"
+    assert len(downs) == (0 if addmm == "1" else 2), "addmm replaces the down_proj call exactly when on"
     assert not got.isnan().any()
     torch.testing.assert_close(got, ref, atol=2e-3, rtol=2e-3)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_linear_add_takes_addmm_only_for_whole_hbm_bias_free_linears(dtype, monkeypatch):
+    from dak.nn import SplitLinear
+    torch.manual_seed(3)
+    w = (torch.randn(70, 48) * 0.1).to(dtype)
+    x = torch.randn(2, 5, 48).to(dtype).to(DEV)
+    res = torch.randn(2, 5, 70).to(dtype).to(DEV)
+    ref = (x.float().cpu() @ w.float().t() + res.float().cpu()).to(DEV)
+    whole = SplitLinear(w, None, host_rows=0, tune=False)
+    split = SplitLinear(w, None, host_rows=16, row_tile=16, tune=False)
+    biased = SplitLinear(w, torch.zeros(70, dtype=dtype), host_rows=0, tune=False)
+    plain = torch.nn.Linear(48, 70, bias=False).to(DEV, dtype)
+    plain.weight.data.copy_(w)
+    assert fz._hbm_weight(whole) is whole.w_hbm and fz._hbm_weight(plain) is plain.weight
+    assert fz._hbm_weight(split) is None and fz._hbm_weight(biased) is None
+    addmms = []
+    real = torch.addmm
+    monkeypatch.setattr(torch, "addmm", lambda *a: addmms.append(1) or real(*a))
+    for env, mods, n in (("1", (whole, plain), 1), ("1", (split, biased), 0), ("0", (whole, plain), 0)):
+        monkeypatch.setenv("DAK_RESIDUAL_ADDMM", env)
+        for mod in mods:
+            addmms.clear()
+            got = fz._linear_add(mod, x, res)
+            assert len(addmms) == n, f"{env} {type(mod).__name__}"
+            assert got.shape == res.shape and got.dtype == dtype and not got.isnan().any()
+            torch.testing.assert_close(got.float(), ref, atol=4 * ULP[dtype], rtol=4 * ULP[dtype])
+    monkeypatch.setenv("DAK_RESIDUAL_ADDMM", "1")
+    with pytest.raises(ValueError, match="DAK_RESIDUAL_ADDMM must be 0 or 1"):
+        monkeypatch.setenv("DAK_RESIDUAL_ADDMM", "on")
+        fz._linear_add(whole, x, res)
 
 
 def test_opt_layers_are_left_alone():

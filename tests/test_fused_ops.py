@@ -90,7 +90,9 @@ def test_layer_norm_matches_torch(dtype, shape):
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("b,hq,hk,l,d,shared", [(2, 4, 2, 1, 64, False), (3, 2, 1, 5, 16, True),
                                                 (1, 3, 3, 7, 128, False)])
-def test_rotary_matches_hf(dtype, b, hq, hk, l, d, shared):
+@pytest.mark.parametrize("one_launch", ["0", "1"])
+def test_rotary_matches_hf(dtype, b, hq, hk, l, d, shared, one_launch, monkeypatch):
+    """Two launches (default) or one ($DAK_ROTARY_ONE_LAUNCH=1): HF's values, bit for bit alike."""
     from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
     g = torch.Generator().manual_seed(b * 100 + l)
     q = torch.randn(b, l, hq, d, generator=g).to(DEV, dtype).transpose(1, 2)  # HF's strided view
@@ -98,8 +100,12 @@ def test_rotary_matches_hf(dtype, b, hq, hk, l, d, shared):
     ang = torch.randn(1 if shared else b, l, d, generator=g) * 3
     cos, sin = ang.cos().to(DEV, dtype), ang.sin().to(DEV, dtype)
     ref_q, ref_k = apply_rotary_pos_emb(q, k, cos, sin)
+    monkeypatch.setenv("DAK_ROTARY_ONE_LAUNCH", "1" if one_launch == "0" else "0")
+    other = rotary(q, k, cos, sin)
+    monkeypatch.setenv("DAK_ROTARY_ONE_LAUNCH", one_launch)
     got_q, got_k = rotary(q, k, cos, sin)
     assert got_q.is_contiguous() and got_k.is_contiguous()
+    assert torch.equal(got_q, other[0]) and torch.equal(got_k, other[1]), "one launch must equal two"
     def terms(x):  # |x * cos| + |rotate_half(x) * sin|: the size of the two rounded products
         c, s_ = cos.float().unsqueeze(1), sin.float().unsqueeze(1)
         x = x.float()
@@ -108,6 +114,9 @@ def test_rotary_matches_hf(dtype, b, hq, hk, l, d, shared):
     _close(got_k, ref_k.contiguous(), dtype, "k", terms(k))
     with pytest.raises(ValueError, match="power-of-two"):
         rotary(q[..., :12], k[..., :12], cos[..., :12], sin[..., :12])
+    monkeypatch.setenv("DAK_ROTARY_ONE_LAUNCH", "2")
+    with pytest.raises(ValueError, match="DAK_ROTARY_ONE_LAUNCH must be 0 or 1"):
+        rotary(q, k, cos, sin)
 
 
 def test_installed_rotary_is_used_only_inside_fused():

@@ -17,6 +17,16 @@ def interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
+def env_flag(name: str, default: bool) -> bool:
+    """$name as an on/off switch: '1' on, '0' off, unset `default`; anything else is an error."""
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    if raw not in ("0", "1"):
+        raise ValueError(f"{name} must be 0 or 1, got {raw!r}")
+    return raw == "1"
+
+
 def kernel_device() -> torch.device:
     """The device that holds HBM-resident tensors: cuda, or cpu under the interpreter.
 

@@ -19,6 +19,7 @@ import triton
 import triton.language as tl
 
 from dak.kernels.attention_config import next_pow2
+from dak.runtime_env import env_flag
 
 
 @triton.jit
@@ -83,13 +84,12 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: f
 
 
 @triton.jit
-def _rotary_kernel(src_ptr, cos_ptr, sin_ptr, dst_ptr, heads, seq,
-                   s_b, s_h, s_l, c_b, c_l, HALF: tl.constexpr):
-    """One (b, h, l) head vector: dst = round(src * cos) + round(rotate_half(src) * sin)."""
-    pid = tl.program_id(0).to(tl.int64)
-    l_ = pid % seq
-    h = (pid // seq) % heads
-    b = pid // (seq * heads)
+def _rotate_row(src_ptr, cos_ptr, sin_ptr, dst_ptr, row, heads, seq, s_b, s_h, s_l, c_b, c_l,
+                HALF: tl.constexpr):
+    """Head vector `row` = (b, h, l) of src: dst = round(src * cos) + round(rotate_half(src) * sin)."""
+    l_ = row % seq
+    h = (row // seq) % heads
+    b = row // (seq * heads)
     offs = tl.arange(0, HALF)
     src = src_ptr + b * s_b + h * s_h + l_ * s_l
     cs = b * c_b + l_ * c_l
@@ -102,9 +102,29 @@ def _rotary_kernel(src_ptr, cos_ptr, sin_ptr, dst_ptr, heads, seq,
     ty = dst_ptr.dtype.element_ty
     lo = (x1 * c1).to(ty).to(tl.float32) + (-x2 * s1).to(ty).to(tl.float32)
     hi = (x2 * c2).to(ty).to(tl.float32) + (x1 * s2).to(ty).to(tl.float32)
-    dst = dst_ptr + pid * (2 * HALF)
+    dst = dst_ptr + row * (2 * HALF)
     tl.store(dst + offs, lo.to(ty))
     tl.store(dst + HALF + offs, hi.to(ty))
+
+
+@triton.jit
+def _rotary_kernel(src_ptr, cos_ptr, sin_ptr, dst_ptr, heads, seq,
+                   s_b, s_h, s_l, c_b, c_l, HALF: tl.constexpr):
+    """One program per (b, h, l) head vector of one tensor."""
+    _rotate_row(src_ptr, cos_ptr, sin_ptr, dst_ptr, tl.program_id(0).to(tl.int64), heads, seq,
+                s_b, s_h, s_l, c_b, c_l, HALF)
+
+
+@triton.jit
+def _rotary_qk_kernel(q_ptr, k_ptr, cos_ptr, sin_ptr, qo_ptr, ko_ptr, q_rows, q_heads, k_heads, seq,
+                      qs_b, qs_h, qs_l, ks_b, ks_h, ks_l, c_b, c_l, HALF: tl.constexpr):
+    """q's and k's head vectors in one launch: programs [0, q_rows) rotate q, the rest k."""
+    pid = tl.program_id(0).to(tl.int64)
+    if pid < q_rows:
+        _rotate_row(q_ptr, cos_ptr, sin_ptr, qo_ptr, pid, q_heads, seq, qs_b, qs_h, qs_l, c_b, c_l, HALF)
+    else:
+        _rotate_row(k_ptr, cos_ptr, sin_ptr, ko_ptr, pid - q_rows, k_heads, seq, ks_b, ks_h, ks_l,
+                    c_b, c_l, HALF)
 
 
 def rotary_ok(x: torch.Tensor, cos: torch.Tensor) -> bool:
@@ -127,8 +147,22 @@ def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tens
 
 
 def rotary(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
-    """HF's apply_rotary_pos_emb (unsqueeze_dim=1) for q (B, Hq, L, D), k (B, Hk, L, D)."""
+    """HF's apply_rotary_pos_emb (unsqueeze_dim=1) for q (B, Hq, L, D), k (B, Hk, L, D).
+
+    Two launches (q, then k), or one with $DAK_ROTARY_ONE_LAUNCH=1 (an experiment, off until
+    measured on the GPU): the same programs and rounding, one kernel fewer per layer."""
     if not (rotary_ok(q, cos) and rotary_ok(k, cos)) or sin.shape != cos.shape or sin.stride() != cos.stride():
         raise ValueError(f"rotary needs (B, H, L, D) q/k with a power-of-two D and (B|1, L, D) cos/sin of "
                          f"their dtype; got q {tuple(q.shape)}, k {tuple(k.shape)}, cos {tuple(cos.shape)}")
-    return _rotate(q, cos, sin), _rotate(k, cos, sin)
+    if q.shape[-1] != k.shape[-1] or q.shape[0] != k.shape[0] or not env_flag("DAK_ROTARY_ONE_LAUNCH", False):
+        return _rotate(q, cos, sin), _rotate(k, cos, sin)
+    (b, hq, l_, d), hk = q.shape, k.shape[1]
+    qo = torch.empty((b, hq, l_, d), dtype=q.dtype, device=q.device)
+    ko = torch.empty((b, hk, l_, d), dtype=k.dtype, device=k.device)
+    if qo.numel() + ko.numel():
+        c_b = 0 if cos.shape[0] == 1 else cos.stride(0)
+        _rotary_qk_kernel[(b * (hq + hk) * l_,)](
+            q, k, cos, sin, qo, ko, b * hq * l_, hq, hk, l_, q.stride(0), q.stride(1), q.stride(2),
+            k.stride(0), k.stride(1), k.stride(2), c_b, cos.stride(1), HALF=d // 2, num_warps=1,
+            enable_fp_fusion=False)  # no FMA: round each product, as HF
+    return qo, ko

@@ -10,22 +10,24 @@ It also points each Llama-family decoder layer's forward (RMSNorms, a SiLU gate/
 one that fuses the residual add with the post-attention RMSNorm and the MLP's SiLU with its
 multiply (dak.kernels.fused_layer): two launches fewer per layer, same rounding as HF. On by
 default since the tenth session (H200, B=8: Llama-2-7B TPOT 4.60 -> 4.42 ms, Llama-3-8B 4.88 ->
-4.65 ms, same call); `$DAK_FUSED_LAYER=0` turns it off.
+4.65 ms, same call); `$DAK_FUSED_LAYER=0` turns it off. `$DAK_RESIDUAL_ADDMM=1` (an experiment)
+also folds the MLP's residual add into down_proj's cuBLAS call.
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
-import os
 import sys
 import types
 
+import torch
 from torch import nn
 
 from dak.kernels.fused_layer import add_rms_norm, silu_mul
 from dak.kernels.fused_ops import layer_norm, rms_norm, rotary, rotary_ok
-from dak.runtime_env import interpreting
+from dak.nn.split_linear import SplitLinear
+from dak.runtime_env import env_flag, interpreting
 
 RMS_NORMS = ("LlamaRMSNorm", "MistralRMSNorm", "Qwen2RMSNorm")
 SILU = ("SiLU", "SiLUActivation")  # torch's and transformers' own (x * sigmoid(x) either way)
@@ -75,10 +77,33 @@ def _wrap_rotary(hf_rotary):
 
 def fused_layer_enabled() -> bool:
     """$DAK_FUSED_LAYER: '1' or unset fuses the decoder layers' add + norm and SiLU * up, '0' not."""
-    raw = os.environ.get("DAK_FUSED_LAYER", "1")
-    if raw not in ("0", "1"):
-        raise ValueError(f"DAK_FUSED_LAYER must be 0 or 1, got {raw!r}")
-    return raw == "1"
+    return env_flag("DAK_FUSED_LAYER", True)
+
+
+def residual_addmm_enabled() -> bool:
+    """$DAK_RESIDUAL_ADDMM=1 (an experiment, off until measured on the GPU): fused layers add the
+    residual to an all-HBM, bias-free down_proj inside its cuBLAS call (addmm, beta = 1): one
+    launch fewer per layer; the sum is rounded once where HF rounds the product, then the sum."""
+    return env_flag("DAK_RESIDUAL_ADDMM", False)
+
+
+def _hbm_weight(lin) -> torch.Tensor | None:
+    """The weight of a bias-free linear held whole in HBM (nn.Linear, or a SplitLinear with no
+    host rows that is not part of a fused projection group), else None."""
+    if isinstance(lin, SplitLinear):
+        return lin.w_hbm if lin.host_rows == 0 and lin._group is None and lin.bias is None else None
+    return lin.weight if type(lin) is nn.Linear and lin.bias is None else None
+
+
+def _linear_add(lin, x: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+    """residual + lin(x): one addmm where `lin` qualifies (see _hbm_weight), else two steps."""
+    w = _hbm_weight(lin) if residual_addmm_enabled() else None
+    if (w is None or x.dtype != w.dtype or residual.dtype != w.dtype or x.device != w.device
+            or residual.device != w.device or x.shape[-1] != w.shape[1] or residual.shape[-1] != w.shape[0]
+            or x.shape[:-1] != residual.shape[:-1]):
+        return residual + lin(x)
+    out = torch.addmm(residual.reshape(-1, w.shape[0]), x.reshape(-1, w.shape[1]), w.t())
+    return out.view(residual.shape)
 
 
 def _fusable_layer(mod) -> bool:
@@ -102,7 +127,7 @@ def _layer_forward(self, hidden_states, *args, **kwargs):
     h, _ = self.self_attn(hidden_states=h, **kwargs)
     residual, h = add_rms_norm(h, residual, post.weight, post.variance_epsilon)
     mlp = self.mlp
-    return residual + mlp.down_proj(silu_mul(mlp.gate_proj(h), mlp.up_proj(h)))
+    return _linear_add(mlp.down_proj, silu_mul(mlp.gate_proj(h), mlp.up_proj(h)), residual)
 
 
 def install(model: nn.Module, layers: bool | None = None) -> int:
