@@ -2,7 +2,7 @@
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
 #   bash benchmarks/h200_next.sh E1|D3|D2|D1|C4|C3|C2|C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
-# Pass DAK_GIT_SHA=<local short sha> (the device copy has no .git).
+# Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
 export PYTHONPATH=src DAK_CACHE_DIR="${OUT:?set OUT}/cache"
 mkdir -p "$DAK_CACHE_DIR"

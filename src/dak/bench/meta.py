@@ -12,14 +12,21 @@ from pathlib import Path
 
 
 def git_sha() -> str:
-    """HEAD's short sha; $DAK_GIT_SHA where the tree was copied without .git (device runs)."""
+    """HEAD's short sha, with "-dirty" when tracked files differ from it (a device copy of a
+    newer tree under an old .git reads so too); $DAK_GIT_SHA where the caller knows better."""
     if os.environ.get("DAK_GIT_SHA"):
         return os.environ["DAK_GIT_SHA"]
     try:
-        return subprocess.check_output(["git", "rev-parse", "--short", "HEAD"], text=True,
-                                       stderr=subprocess.DEVNULL).strip()
+        sha = subprocess.check_output(["git", "rev-parse", "--short", "HEAD"], text=True,
+                                      stderr=subprocess.DEVNULL).strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
+    try:
+        clean = subprocess.run(["git", "diff", "--quiet", "HEAD", "--"], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, timeout=60).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        clean = False
+    return sha if clean else f"{sha}-dirty"
 
 
 def metadata() -> dict:
