@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh E1|D3|D2|D1|C4|C3|C2|C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V
+#   bash benchmarks/h200_next.sh E2|E1|D3|D2|D1|C4|C3|C2|C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -16,6 +16,15 @@ step() {  # step SECONDS COMMAND...: run with a time limit, log the tail, never 
     rm -f "$OUT/.step.log"
 }
 case "$1" in
+E2) # (not run yet) OPT-30B at 5%: C4's trace has the link idle 0.88 ms a step with nothing running, about
+    # 2.6 us per copy of its 336 (graph edges between copy and compute streams). Fewer, larger copies with
+    # cuBLAS HBM rows now the default: copy groups of 64/128 MiB against the default and prefetch, one call
+    e2e="python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 5,10"
+    step 170 $e2e --systems dak-consolidated,prefetch --out "$OUT/e2e-opt-30b-e2-default.json"
+    step 100 env DAK_COPY_GROUP_MIB=64 $e2e --systems dak-consolidated --out "$OUT/e2e-opt-30b-e2-groups-64.json"
+    step 100 env DAK_COPY_GROUP_MIB=128 $e2e --systems dak-consolidated --out "$OUT/e2e-opt-30b-e2-groups-128.json"
+    step 100 env DAK_COPY_SLOTS=4 $e2e --systems dak-consolidated --out "$OUT/e2e-opt-30b-e2-slots-4.json"
+    ;;
 E1) # (not run yet) one-launch rotary (DAK_ROTARY_ONE_LAUNCH=1) and the MLP's residual add inside down_proj's
     # cuBLAS call (DAK_RESIDUAL_ADDMM=1), tenth session, CPU-tested only: their tests on the GPU, then Llama-2-7B
     # and Llama-3-8B at 0-5%, default vs each vs both in one call, and where the step's time goes with both
@@ -221,6 +230,6 @@ V)  # (run 2026-12-01, session 7) fused projections (opt-in): their GPU tests, t
     ;;
 # Calls of sessions 5 and 6 (S, T, U, R, Q, P, L, N, M, K, J, I, G, H, F, A-E) are in git history
 # (before the ninth session); their logs in benchmarks/results/ record each command.
-*)  echo "usage: bash benchmarks/h200_next.sh E1|D3|D2|D1|C4|C3|C2|C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V" >&2; exit 2 ;;
+*)  echo "usage: bash benchmarks/h200_next.sh E2|E1|D3|D2|D1|C4|C3|C2|C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V" >&2; exit 2 ;;
 esac
 tail -c 3000 "$log"
