@@ -18,12 +18,15 @@ step() {  # step SECONDS COMMAND...: run with a time limit, log the tail, never 
 case "$1" in
 E2) # (not run yet) OPT-30B at 5%: C4's trace has the link idle 0.88 ms a step with nothing running, about
     # 2.6 us per copy of its 336 (graph edges between copy and compute streams). Fewer, larger copies with
-    # cuBLAS HBM rows now the default: copy groups of 64/128 MiB against the default and prefetch, one call
+    # cuBLAS HBM rows now the default: copy groups of 64/128 MiB, and each layer's host K and V in one copy
+    # (DAK_KV_PAIR_COPY=1: 48 copies fewer a step), against the default and prefetch, one call
     e2e="python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 5,10"
     step 170 $e2e --systems dak-consolidated,prefetch --out "$OUT/e2e-opt-30b-e2-default.json"
     step 100 env DAK_COPY_GROUP_MIB=64 $e2e --systems dak-consolidated --out "$OUT/e2e-opt-30b-e2-groups-64.json"
     step 100 env DAK_COPY_GROUP_MIB=128 $e2e --systems dak-consolidated --out "$OUT/e2e-opt-30b-e2-groups-128.json"
-    step 100 env DAK_COPY_SLOTS=4 $e2e --systems dak-consolidated --out "$OUT/e2e-opt-30b-e2-slots-4.json"
+    step 100 env DAK_KV_PAIR_COPY=1 $e2e --systems dak-consolidated --out "$OUT/e2e-opt-30b-e2-kv-pair.json"
+    step 80 env DAK_KV_PAIR_COPY=1 python3 -u -m pytest -x -q -p no:cacheprovider tests/test_kv_ahead.py \
+        tests/test_runtime_gpu.py -k "kv"
     ;;
 E1) # (not run yet) one-launch rotary (DAK_ROTARY_ONE_LAUNCH=1) and the MLP's residual add inside down_proj's
     # cuBLAS call (DAK_RESIDUAL_ADDMM=1), tenth session, CPU-tested only: their tests on the GPU, then Llama-2-7B

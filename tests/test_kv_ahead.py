@@ -44,6 +44,39 @@ def test_staged_slot_gets_this_steps_token_before_attention(dtype, chunks):
                            ahead=(None, k_slot[:2], v_slot[:2], k_new.to(DEV), v_new.to(DEV), released.append))
 
 
+@pytest.mark.parametrize("rows", [None, 3])
+def test_copy_kv_rows_pairs_k_and_v_only_when_both_sides_are_adjacent(rows):
+    """One copy for K and V where V follows K on both sides (all host requests staged), two where
+    it cannot (a prefix of the requests); positions past `rows` are left as they were."""
+    from dak.kernels.split_attention_ce import copy_kv_rows, pair_view
+    g = torch.Generator().manual_seed(4)
+    b_h, h, s, d = 3, 2, 7, 8
+    host = torch.randn(2 * b_h, h, s, d, generator=g).to(torch.float16)  # one layer's [K | V]
+    k_src, v_src = host[:b_h], host[b_h:]
+    for n, want in ((b_h, 1), (2, 2)):
+        slot = torch.full((2 * n * h * s * d,), float("nan"), dtype=torch.float16)
+        k_dst, v_dst = slot[:n * h * s * d].view(n, h, s, d), slot[n * h * s * d:].view(n, h, s, d)
+        assert copy_kv_rows(k_dst, v_dst, k_src[:n], v_src[:n], rows, non_blocking=False, paired=True) == want
+        r = s if rows is None else rows
+        assert torch.equal(k_dst[:, :, :r], k_src[:n, :, :r]) and torch.equal(v_dst[:, :, :r], v_src[:n, :, :r])
+        assert k_dst[:, :, r:].isnan().all() and v_dst[:, :, r:].isnan().all()
+    assert pair_view(k_src, v_src).shape == (2 * b_h, h, s, d)
+    assert pair_view(v_src, k_src) is None and pair_view(k_src[:2], v_src[:2]) is None
+    assert pair_view(k_src, v_src.clone()) is None  # another storage
+    assert copy_kv_rows(k_dst, v_dst, k_src[:2], v_src[:2], rows, non_blocking=False) == 2  # not asked
+
+
+def test_kv_pair_copy_switch(monkeypatch):
+    from dak.shares import kv_pair_copy
+    monkeypatch.delenv("DAK_KV_PAIR_COPY", raising=False)
+    assert not kv_pair_copy()
+    monkeypatch.setenv("DAK_KV_PAIR_COPY", "1")
+    assert kv_pair_copy()
+    monkeypatch.setenv("DAK_KV_PAIR_COPY", "yes")
+    with pytest.raises(ValueError, match="DAK_KV_PAIR_COPY must be an integer in \\[0, 1\\]"):
+        kv_pair_copy()
+
+
 def test_write_token_puts_each_request_at_its_last_position():
     k_st, v_st = torch.zeros(3, 2, 6, 4), torch.zeros(3, 2, 6, 4)
     k_new, v_new = torch.randn(3, 2, 4), torch.randn(3, 2, 4)
@@ -89,6 +122,15 @@ def test_engine_with_kv_ahead_gives_the_in_place_tokens_and_needs_the_token_writ
     got = engine.generate(ids.to(engine.device), max_new_tokens=new)
     assert torch.equal(got.tokens.cpu(), want[:, prompt:].cpu())  # model.generate returns the prompt too
     assert torch.allclose(engine.logits.cpu(), want_logits.cpu(), atol=2e-2, rtol=2e-2)
+    from dak.runtime import kv_ahead  # $DAK_KV_PAIR_COPY=1: each layer's K and V in one copy
+    copies, real = [], kv_ahead.copy_kv_rows
+    monkeypatch.setattr(kv_ahead, "copy_kv_rows", lambda *a, **kw: copies.append(real(*a, **kw)))
+    for pair, per_layer in (("0", 2), ("1", 1)):
+        monkeypatch.setenv("DAK_KV_PAIR_COPY", pair)
+        copies.clear()
+        got = engine.generate(ids.to(engine.device), max_new_tokens=new)
+        assert copies and set(copies) == {per_layer}, f"DAK_KV_PAIR_COPY={pair}: copies per layer {set(copies)}"
+        assert torch.equal(got.tokens.cpu(), want[:, prompt:].cpu())
     Engine(model, model.dak_kv, graphs=False, kv_buckets=1, kv_ahead=False)  # unlinked
     assert model.dak_kv.ahead is None
     model.dak_free()

@@ -86,6 +86,13 @@ def copy_group_bytes() -> int:
     return _env_int("DAK_COPY_GROUP_MIB", 0, 0, 4096) << 20
 
 
+def kv_pair_copy() -> bool:
+    """Whether KV copy-ahead copies a layer's host K and V by one 2-D memcpy where both sides
+    are adjacent in memory (every host request staged): off, or $DAK_KV_PAIR_COPY=1 for
+    experiments (OPT-30B at 5%: 96 of its 336 copies a step are K and V, 7.3 MB each)."""
+    return _env_int("DAK_KV_PAIR_COPY", 0, 0, 1) == 1
+
+
 def kv_copy_stream_name() -> str:
     """The stream KV copy-ahead copies on: its own ("kv-ahead copy", beside the linear chain's
     copies), or with $DAK_KV_COPY_STREAM=shared the linear chain's "copy" stream, so one copy is

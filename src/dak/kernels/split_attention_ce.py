@@ -63,17 +63,39 @@ def _rows_2d(dst: torch.Tensor, src: torch.Tensor, rows: int) -> bool:
     return True
 
 
+def pair_view(k: torch.Tensor, v: torch.Tensor) -> torch.Tensor | None:
+    """K and V (n, H, S, D), contiguous with v starting where k ends in one storage, as one
+    (2n, H, S, D) view; else None."""
+    if (k.shape != v.shape or k.dtype != v.dtype or k.device != v.device or not k.is_contiguous()
+            or not v.is_contiguous() or k.untyped_storage().data_ptr() != v.untyped_storage().data_ptr()
+            or v.storage_offset() != k.storage_offset() + k.numel()):
+        return None
+    return torch.as_strided(k, (2 * k.shape[0], *k.shape[1:]), k.stride(), k.storage_offset())
+
+
+def _copy_rows(dst: torch.Tensor, src: torch.Tensor, rows: int | None, non_blocking: bool) -> None:
+    if rows is None:
+        dst.copy_(src, non_blocking=non_blocking)
+    elif not non_blocking:  # interpreter: plain slices
+        dst[:, :, :rows].copy_(src[:, :, :rows])
+    elif not _rows_2d(dst, src, rows):  # no cuda-bindings: whole rows
+        dst.copy_(src, non_blocking=True)
+
+
 def copy_kv_rows(k_dst: torch.Tensor, v_dst: torch.Tensor, k_src: torch.Tensor, v_src: torch.Tensor,
-                 rows: int | None, non_blocking: bool) -> None:
+                 rows: int | None, non_blocking: bool, paired: bool = False) -> int:
     """Copy positions [0, rows) (all when None) of every request of (k_src, v_src) (n, H, S, D)
-    into (k_dst, v_dst) on the current stream: one 2-D memcpy each on a GPU with cuda-bindings."""
+    into (k_dst, v_dst) on the current stream: one 2-D memcpy each on a GPU with cuda-bindings,
+    or with `paired`, one for both where K and V are adjacent on both sides (see pair_view).
+    Returns the number of copies queued."""
+    if paired and k_src.numel():
+        src, dst = pair_view(k_src, v_src), pair_view(k_dst, v_dst)
+        if src is not None and dst is not None:
+            _copy_rows(dst, src, rows, non_blocking)
+            return 1
     for st, host in ((k_dst, k_src), (v_dst, v_src)):
-        if rows is None:
-            st.copy_(host, non_blocking=non_blocking)
-        elif not non_blocking:  # interpreter: plain slices
-            st[:, :, :rows].copy_(host[:, :, :rows])
-        elif not _rows_2d(st, host, rows):  # no cuda-bindings: whole rows
-            st.copy_(host, non_blocking=True)
+        _copy_rows(st, host, rows, non_blocking)
+    return 2
 
 
 def write_token(k_st: torch.Tensor, v_st: torch.Tensor, k_new: torch.Tensor, v_new: torch.Tensor,

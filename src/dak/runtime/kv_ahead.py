@@ -32,7 +32,7 @@ from dak.kernels.buffers import shared_buffer
 from dak.kernels.copy_ahead import active
 from dak.kernels.split_attention_ce import ce_requests, copy_kv_rows
 from dak.kernels.streams import side_stream
-from dak.shares import kv_copy_stream_name
+from dak.shares import kv_copy_stream_name, kv_pair_copy
 
 _STEP: contextvars.ContextVar = contextvars.ContextVar("dak_kv_ahead_step", default=None)
 
@@ -63,17 +63,17 @@ def link(kv, q_heads: int) -> int:
         cache = kv.where[staged[0][0]][0]
         numel = max(n for _, n in staged) * cache.kv_heads * cache.max_len * cache.head_dim
         for slot in (0, 1):
-            for part in "kv":
-                shared_buffer(f"kv-ahead {part} slot {slot}", kv.device, cache.dtype, numel)
+            shared_buffer(f"kv-ahead slot {slot}", kv.device, cache.dtype, 2 * numel)
     return len(staged)
 
 
 def _slot(kv, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The layer's K and V staging views, V right after K in its slot (one copy can fill both)."""
     cache, ln = kv.where[layer][0], kv.ahead[layer]
     shape = (ln.requests, cache.kv_heads, cache.max_len, cache.head_dim)
     numel = shape[0] * shape[1] * shape[2] * shape[3]
-    return tuple(shared_buffer(f"kv-ahead {part} slot {ln.slot}", kv.device, cache.dtype, numel)[:numel].view(shape)
-                 for part in "kv")
+    buf = shared_buffer(f"kv-ahead slot {ln.slot}", kv.device, cache.dtype, 2 * numel)
+    return buf[:numel].view(shape), buf[numel:2 * numel].view(shape)
 
 
 class Step:
@@ -86,6 +86,7 @@ class Step:
         self.freed: dict[int, torch.cuda.Event] = {}
         self.started = False
         self.stream_name = kv_copy_stream_name()
+        self.paired = kv_pair_copy()
 
     def issue(self, layer: int) -> None:
         """Queue the copy of `layer`'s staged host K/V into its slot (once per step)."""
@@ -96,7 +97,7 @@ class Step:
         k_host, v_host = cache.parts(local)[:2]
         k_s, v_s = _slot(self.kv, layer)
         if not self.cuda:  # in order: the copy precedes the layer's append, as on the GPU
-            copy_kv_rows(k_s, v_s, k_host[:n], v_host[:n], cache.copy_rows, non_blocking=False)
+            copy_kv_rows(k_s, v_s, k_host[:n], v_host[:n], cache.copy_rows, non_blocking=False, paired=self.paired)
             self.issued[layer] = (None, k_s, v_s)
             return
         copy_s = side_stream(self.kv.device, self.stream_name)
@@ -107,7 +108,7 @@ class Step:
         if slot in self.freed:
             copy_s.wait_event(self.freed[slot])
         with torch.cuda.stream(copy_s):
-            copy_kv_rows(k_s, v_s, k_host[:n], v_host[:n], cache.copy_rows, non_blocking=True)
+            copy_kv_rows(k_s, v_s, k_host[:n], v_host[:n], cache.copy_rows, non_blocking=True, paired=self.paired)
             landed = torch.cuda.Event()
             landed.record(copy_s)
         self.issued[layer] = (landed, k_s, v_s)
