@@ -70,12 +70,19 @@ def test_silu_mul_matches_torch_on_fused_projection_slices(dtype, rows, cols):
 
 def test_without_a_gpu_or_the_interpreter_the_kernels_say_so(monkeypatch):
     import dak.kernels.fused_layer as fl
-    monkeypatch.setattr(fl, "interpreting", lambda: False)
+    from dak.kernels.fused_ops import rotary
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
     x = torch.randn(2, 8).to(torch.float16)
     with pytest.raises(ValueError, match="needs a CUDA GPU"):
         fl.silu_mul(x, x)
     with pytest.raises(ValueError, match="needs a CUDA GPU"):
         fl.add_rms_norm(x, x, torch.ones(8, dtype=torch.float16), 1e-6)
+    q, cos = torch.randn(1, 2, 1, 16).to(torch.float16), torch.randn(1, 1, 16).to(torch.float16)
+    with pytest.raises(ValueError, match="rotary: tensors on cpu; the kernel needs a CUDA GPU"):
+        rotary(q, q, cos, cos)
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    with pytest.raises(ValueError, match="rotary: tensors on cpu and meta; move one of them"):
+        rotary(q, q.to("meta"), cos, cos)
 
 
 def test_knob_and_which_layers_are_fused(monkeypatch):

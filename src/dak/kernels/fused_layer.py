@@ -19,8 +19,7 @@ import triton
 import triton.language as tl
 
 from dak.kernels.attention_config import next_pow2
-from dak.kernels.fused_ops import _rows
-from dak.runtime_env import interpreting
+from dak.kernels.fused_ops import _rows, need_kernel_device
 
 
 @triton.jit
@@ -58,11 +57,7 @@ def _check(name: str, a: torch.Tensor, b: torch.Tensor) -> None:
         raise ValueError(f"{name}: shapes {tuple(a.shape)} and {tuple(b.shape)} differ")
     if a.dtype != b.dtype or a.dtype not in (torch.bfloat16, torch.float16):
         raise ValueError(f"{name}: needs two bf16 or two fp16 tensors, got {a.dtype} and {b.dtype}")
-    if a.device != b.device:
-        raise ValueError(f"{name}: tensors on {a.device} and {b.device}; move one of them")
-    if a.device.type != "cuda" and not interpreting():
-        raise ValueError(f"{name}: tensors on {a.device}; the kernel needs a CUDA GPU (or TRITON_INTERPRET=1 "
-                         "to run it on the CPU)")
+    need_kernel_device(name, a, b)
 
 
 def add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float):

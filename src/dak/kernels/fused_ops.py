@@ -19,7 +19,7 @@ import triton
 import triton.language as tl
 
 from dak.kernels.attention_config import next_pow2
-from dak.runtime_env import env_flag
+from dak.runtime_env import env_flag, interpreting
 
 
 @triton.jit
@@ -48,6 +48,17 @@ def _layer_norm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, n_cols, stride_x, stride_y, e
     w = tl.load(w_ptr + offs, mask=mask, other=0.0).to(tl.float32)
     b = tl.load(b_ptr + offs, mask=mask, other=0.0).to(tl.float32)
     tl.store(y_ptr + row * stride_y + offs, (d * r * w + b).to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def need_kernel_device(name: str, *tensors: torch.Tensor) -> None:
+    """Refuse tensors on different devices, or off the GPU without the Triton interpreter."""
+    dev = tensors[0].device
+    for t in tensors[1:]:
+        if t.device != dev:
+            raise ValueError(f"{name}: tensors on {dev} and {t.device}; move one of them")
+    if dev.type != "cuda" and not interpreting():
+        raise ValueError(f"{name}: tensors on {dev}; the kernel needs a CUDA GPU (or TRITON_INTERPRET=1 "
+                         "to run it on the CPU)")
 
 
 def _rows(x: torch.Tensor, params) -> torch.Tensor:
@@ -154,6 +165,7 @@ def rotary(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tenso
     if not (rotary_ok(q, cos) and rotary_ok(k, cos)) or sin.shape != cos.shape or sin.stride() != cos.stride():
         raise ValueError(f"rotary needs (B, H, L, D) q/k with a power-of-two D and (B|1, L, D) cos/sin of "
                          f"their dtype; got q {tuple(q.shape)}, k {tuple(k.shape)}, cos {tuple(cos.shape)}")
+    need_kernel_device("rotary", q, k, cos, sin)
     if q.shape[-1] != k.shape[-1] or q.shape[0] != k.shape[0] or not env_flag("DAK_ROTARY_ONE_LAUNCH", False):
         return _rotate(q, cos, sin), _rotate(k, cos, sin)
     (b, hq, l_, d), hk = q.shape, k.shape[1]
