@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh E2|E1|D3|D2|D1|C4|C3|C2|C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V
+#   bash benchmarks/h200_next.sh F2|F1|E2|E1|D3|D2|D1|C4|C3|C2|C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -16,6 +16,20 @@ step() {  # step SECONDS COMMAND...: run with a time limit, log the tail, never 
     rm -f "$OUT/.step.log"
 }
 case "$1" in
+F1) # one-launch rotary now the default (E1: ~1% faster): fused-op/layer GPU tests; the KV copy-ahead GPU tests
+    # (slots now hold K then V in one buffer) with pair copy off and on; the Llama rows of the e2e table with
+    # prefetch; OPT-30B at 5%: default, 128 MiB copy groups + pair copy, default again, to see the noise
+    step 100 python3 -u -m pytest -q -p no:cacheprovider tests/test_fused_ops.py tests/test_fused_layer.py
+    step 80 python3 -u -m pytest -q -p no:cacheprovider tests/test_kv_ahead.py tests/test_runtime_gpu.py -k "kv"
+    step 80 env DAK_KV_PAIR_COPY=1 python3 -u -m pytest -q -p no:cacheprovider tests/test_kv_ahead.py \
+        tests/test_runtime_gpu.py -k "kv"
+    step 200 python3 -m dak bench e2e --models llama-2-7b,llama-3-8b --batch 8 --ratios 0,1,2,5,10,20,40 \
+        --systems dak-consolidated,prefetch --out "$OUT/e2e-llama-f1.json"
+    e2e="python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 5"
+    step 90 $e2e --systems dak-consolidated,prefetch --out "$OUT/e2e-opt-30b-f1-a.json"
+    step 60 env DAK_COPY_GROUP_MIB=128 DAK_KV_PAIR_COPY=1 $e2e --systems dak-consolidated --out "$OUT/e2e-opt-30b-f1-b.json"
+    step 60 $e2e --systems dak-consolidated --out "$OUT/e2e-opt-30b-f1-c.json"
+    ;;
 E2) # (not run yet) OPT-30B at 5%: C4's trace has the link idle 0.88 ms a step with nothing running, about
     # 2.6 us per copy of its 336 (graph edges between copy and compute streams). Fewer, larger copies with
     # cuBLAS HBM rows now the default: copy groups of 64/128 MiB, and each layer's host K and V in one copy
@@ -233,6 +247,6 @@ V)  # (run 2026-12-01, session 7) fused projections (opt-in): their GPU tests, t
     ;;
 # Calls of sessions 5 and 6 (S, T, U, R, Q, P, L, N, M, K, J, I, G, H, F, A-E) are in git history
 # (before the ninth session); their logs in benchmarks/results/ record each command.
-*)  echo "usage: bash benchmarks/h200_next.sh E2|E1|D3|D2|D1|C4|C3|C2|C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V" >&2; exit 2 ;;
+*)  echo "usage: bash benchmarks/h200_next.sh F2|F1|E2|E1|D3|D2|D1|C4|C3|C2|C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V" >&2; exit 2 ;;
 esac
 tail -c 3000 "$log"

@@ -12,6 +12,7 @@ import torch
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
+from dak.kernels import fused_ops  # noqa: E402
 from dak.kernels.fused_ops import layer_norm, rms_norm, rotary  # noqa: E402
 from dak.runtime.fused import fused, install  # noqa: E402
 
@@ -92,7 +93,7 @@ def test_layer_norm_matches_torch(dtype, shape):
                                                 (1, 3, 3, 7, 128, False)])
 @pytest.mark.parametrize("one_launch", ["0", "1"])
 def test_rotary_matches_hf(dtype, b, hq, hk, l, d, shared, one_launch, monkeypatch):
-    """Two launches (default) or one ($DAK_ROTARY_ONE_LAUNCH=1): HF's values, bit for bit alike."""
+    """One launch (default) or two ($DAK_ROTARY_ONE_LAUNCH=0): HF's values, bit for bit alike."""
     from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
     g = torch.Generator().manual_seed(b * 100 + l)
     q = torch.randn(b, l, hq, d, generator=g).to(DEV, dtype).transpose(1, 2)  # HF's strided view
@@ -114,6 +115,13 @@ def test_rotary_matches_hf(dtype, b, hq, hk, l, d, shared, one_launch, monkeypat
     _close(got_k, ref_k.contiguous(), dtype, "k", terms(k))
     with pytest.raises(ValueError, match="power-of-two"):
         rotary(q[..., :12], k[..., :12], cos[..., :12], sin[..., :12])
+    launches = []  # unset: one launch, so the per-tensor kernel is not called
+    monkeypatch.setattr(fused_ops, "_rotate", lambda *a: launches.append(a) or a[0])
+    monkeypatch.delenv("DAK_ROTARY_ONE_LAUNCH")
+    assert torch.equal(rotary(q, k, cos, sin)[0], got_q) and not launches
+    monkeypatch.setenv("DAK_ROTARY_ONE_LAUNCH", "0")
+    rotary(q, k, cos, sin)
+    assert len(launches) == 2
     monkeypatch.setenv("DAK_ROTARY_ONE_LAUNCH", "2")
     with pytest.raises(ValueError, match="DAK_ROTARY_ONE_LAUNCH must be 0 or 1"):
         rotary(q, k, cos, sin)

@@ -35,12 +35,15 @@ def test_staged_slot_gets_this_steps_token_before_attention(dtype, chunks):
     v_slot[torch.arange(b_h), :, pos[:b_h]] = 0.0
     released = []
     out = torch.full((batch, hq, d), float("nan"), dtype=dtype, device=DEV)
-    res = split_attention_ce(q.to(DEV), k[:b_h], v[:b_h], k[b_h:].to(DEV), v[b_h:].to(DEV), lengths.to(DEV), cfg, 4,
+    k_host, v_host = k[:b_h], v[:b_h]
+    if DEV.type == "cuda":  # the GPU reads host K/V only from pinned memory
+        k_host, v_host = k_host.pin_memory(), v_host.pin_memory()
+    res = split_attention_ce(q.to(DEV), k_host, v_host, k[b_h:].to(DEV), v[b_h:].to(DEV), lengths.to(DEV), cfg, 4,
                              out=out, ahead=(None, k_slot, v_slot, k_new.to(DEV), v_new.to(DEV), released.append))
     assert res is out and released == [None] and not out.isnan().any()
     assert rel_err(out.cpu(), reference_attention(q, k, v, lengths)) < TOL[dtype]
     with pytest.raises(ValueError, match="copy-ahead slot holds 2 requests"):
-        split_attention_ce(q.to(DEV), k[:b_h], v[:b_h], k[b_h:].to(DEV), v[b_h:].to(DEV), lengths.to(DEV), cfg, 4,
+        split_attention_ce(q.to(DEV), k_host, v_host, k[b_h:].to(DEV), v[b_h:].to(DEV), lengths.to(DEV), cfg, 4,
                            ahead=(None, k_slot[:2], v_slot[:2], k_new.to(DEV), v_new.to(DEV), released.append))
 
 
