@@ -40,7 +40,10 @@ def test_staged_slot_gets_this_steps_token_before_attention(dtype, chunks):
         k_host, v_host = k_host.pin_memory(), v_host.pin_memory()
     res = split_attention_ce(q.to(DEV), k_host, v_host, k[b_h:].to(DEV), v[b_h:].to(DEV), lengths.to(DEV), cfg, 4,
                              out=out, ahead=(None, k_slot, v_slot, k_new.to(DEV), v_new.to(DEV), released.append))
-    assert res is out and released == [None] and not out.isnan().any()
+    assert res is out and not out.isnan().any()
+    # released once: with None on the CPU, with the side stream that read the slot on a GPU
+    assert len(released) == 1 and (released[0] is None) == (DEV.type != "cuda")
+    assert released[0] is None or released[0] != torch.cuda.current_stream()
     assert rel_err(out.cpu(), reference_attention(q, k, v, lengths)) < TOL[dtype]
     with pytest.raises(ValueError, match="copy-ahead slot holds 2 requests"):
         split_attention_ce(q.to(DEV), k_host, v_host, k[b_h:].to(DEV), v[b_h:].to(DEV), lengths.to(DEV), cfg, 4,
