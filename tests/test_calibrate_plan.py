@@ -105,6 +105,20 @@ def test_layer_overhead_flow_on_the_cpu(monkeypatch):
         ov.layer_overhead("tiny-llama", w, prof, depths=(3, 3))
 
 
+@pytest.mark.parametrize("model,switch,field", [("tiny-llama", None, "fused_layer_overhead_s"),
+                                                ("tiny-llama", "0", "layer_overhead_s"),
+                                                ("tiny-opt", None, "layer_overhead_s")])
+def test_a_slope_measured_on_fused_layers_sets_the_fused_field(model, switch, field, monkeypatch):
+    """`dak calibrate` stores the slope where the planner will read it: a gated-MLP model whose
+    layers dak fuses measures fused_layer_overhead_s, anything else layer_overhead_s."""
+    from dak.calibrate.overhead import overhead_field
+    if switch is None:
+        monkeypatch.delenv("DAK_FUSED_LAYER", raising=False)
+    else:
+        monkeypatch.setenv("DAK_FUSED_LAYER", switch)
+    assert overhead_field(model) == field
+
+
 def test_layer_overhead_is_taken_against_the_profiles_own_curves():
     """With measured curves the operators' share of a layer is what the curves say, not the
     roofline: otherwise a profile counts the operators' own inefficiency twice."""

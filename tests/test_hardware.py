@@ -44,7 +44,8 @@ def test_layer_overhead_is_optional_and_round_trips(tmp_path):
             HardwareProfile(**{**h.to_dict(), "layer_overhead_s": bad})
 
 
-@pytest.mark.parametrize("name", ["inplace_op_overhead_s", "copy_op_overhead_s", "attention_host_excess"])
+@pytest.mark.parametrize("name", ["inplace_op_overhead_s", "copy_op_overhead_s", "attention_host_excess",
+                                  "fused_layer_overhead_s"])
 def test_split_operator_overheads_are_optional_and_round_trip(tmp_path, name):
     h = PRESETS["h200-pcie"]
     assert getattr(h, name) > 0 and getattr(PRESETS["gh200"], name) == 0.0

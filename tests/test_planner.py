@@ -70,9 +70,38 @@ def test_fits_time_is_hbm_roofline():
     assert pl.step_time_s == pytest.approx((weights + kv + emb) / 3.7e12, rel=1e-9)
     assert pl.effective_bandwidth == pytest.approx(3.7e12)
     # the prediction adds the small kernels between operators (not the bound); prefill does not
-    assert pl.overhead_s == pytest.approx(32 * H200.layer_overhead_s) and pl.overhead_s > 0
+    assert pl.overhead_s == pytest.approx(32 * H200.fused_layer_overhead_s) and pl.overhead_s > 0
     assert pl.predicted_s == pytest.approx(pl.step_time_s + pl.overhead_s)
     assert plan(spec, Workload("prefill", 8, 512, 0), H200).overhead_s == 0.0
+
+
+@pytest.mark.parametrize("model,switch,fused", [("llama-2-7b", None, True), ("llama-2-7b", "0", False),
+                                                ("llama-3-8b", "1", True), ("opt-6.7b", None, False)])
+def test_fused_llama_layers_predict_their_own_overhead(model, switch, fused, monkeypatch):
+    """Gated-MLP layers that dak fuses ($DAK_FUSED_LAYER, on by default) add the profile's
+    fused_layer_overhead_s per layer, other layers (OPT, or the switch off) layer_overhead_s, and
+    a profile without the fused figure layer_overhead_s for all; the decisions and bound stay."""
+    import dataclasses
+
+    from dak.planner.overhead import layer_overhead
+    if switch is None:
+        monkeypatch.delenv("DAK_FUSED_LAYER", raising=False)
+    else:
+        monkeypatch.setenv("DAK_FUSED_LAYER", switch)
+    spec, w = load_spec(model), Workload("decode", 8, 32, 32)
+    assert H200.fused_layer_overhead_s and H200.fused_layer_overhead_s != H200.layer_overhead_s
+    want = H200.fused_layer_overhead_s if fused else H200.layer_overhead_s
+    assert layer_overhead(spec, H200) == want
+    old = dataclasses.replace(H200, fused_layer_overhead_s=0.0)  # profiles written before the field
+    assert layer_overhead(spec, old) == H200.layer_overhead_s
+    budget = int(sum(op.bytes for op in list_operators(spec, w)) * 0.97)
+    a, b = plan(spec, w, H200, budget), plan(spec, w, old, budget)
+    assert [o.host_units for o in a.ops] == [o.host_units for o in b.ops] and a.step_time_s == b.step_time_s
+    assert b.overhead_s - a.overhead_s == pytest.approx(spec.num_layers * (H200.layer_overhead_s - want))
+    monkeypatch.setenv("DAK_FUSED_LAYER", "on")
+    if spec.gated_mlp:  # the switch is read only for layers it could fuse
+        with pytest.raises(ValueError, match="DAK_FUSED_LAYER must be 0 or 1"):
+            layer_overhead(spec, H200)
 
 
 def test_heavy_offload_is_host_link_bound():
@@ -176,7 +205,7 @@ def test_prediction_adds_each_split_operators_overhead():
         unfused = fusion_overhead(list_operators(spec, w), host, w, prof, True)
         first = chain_time(list_operators(spec, w), host, prof).first_s  # the step's first copy waits
         assert pl.step_time_s == ref.step_time_s
-        assert ref.overhead_s == pytest.approx(32 * H200.layer_overhead_s + unfused + first)
+        assert ref.overhead_s == pytest.approx(32 * H200.fused_layer_overhead_s + unfused + first)
         lin = [o for o in pl.ops if o.host_bytes and o.kind != "attention" and not o.kind.startswith("embed")]
         n_ce = sum(o.ratio > ce_min_share() for o in lin)
         att = sum(o.traffic * o.ratio for o in pl.ops if o.kind == "attention") / prof.split_host_bandwidth
@@ -184,7 +213,7 @@ def test_prediction_adds_each_split_operators_overhead():
         assert want > 0, (x, policy)
         assert pl.overhead_s - ref.overhead_s == pytest.approx(want, rel=1e-9), (x, policy)
     budget = int(total * 0.95)
-    assert plan(spec, w, prof, budget, "prefetch").overhead_s == pytest.approx(32 * H200.layer_overhead_s)
+    assert plan(spec, w, prof, budget, "prefetch").overhead_s == pytest.approx(32 * H200.fused_layer_overhead_s)
     assert plan(spec, Workload("prefill", 8, 32, 0), prof, budget).overhead_s == 0.0
     # operators with a measured curve carry their own excess: a profile measuring every linear
     pl = plan(spec, w, prof, budget)
@@ -194,5 +223,5 @@ def test_prediction_adds_each_split_operators_overhead():
     pc = plan(spec, w, curved, budget)
     unfused = fusion_overhead(ops, [o.host_bytes for o in pc.ops], w, curved, True)
     first = chain_time(ops, [o.host_bytes for o in pc.ops], curved).first_s
-    assert pc.cost_model == "measured" and pc.overhead_s == pytest.approx(32 * H200.layer_overhead_s + unfused + first)
+    assert pc.cost_model == "measured" and pc.overhead_s == pytest.approx(32 * H200.fused_layer_overhead_s + unfused + first)
     assert pl.overhead_s > pc.overhead_s

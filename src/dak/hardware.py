@@ -13,6 +13,8 @@ All bandwidths are in bytes/s, compute in FLOP/s, capacities in bytes.
   added to the predicted TPOT, never to the bound. Measured with q/k/v and gate/up fused;
   ``unfused_op_overhead_s`` (optional, default 0) is the time of each extra GEMV launch of a
   projection group that runs unfused (dak.planner.overhead.fusion_overhead).
+  ``fused_layer_overhead_s`` (optional, default 0 = use ``layer_overhead_s``) takes its place for
+  the decoder layers dak fuses (gated-MLP models, $DAK_FUSED_LAYER on: dak.runtime.fused).
 * ``inplace_op_overhead_s``, ``copy_op_overhead_s`` (optional, default 0): decode-step time
   beyond the roofline per split linear whose host rows are read in place, and per split linear
   whose host rows go through the copy engine; ``attention_host_excess`` (optional, default 0,
@@ -54,6 +56,7 @@ class HardwareProfile:
     hbm_capacity: int
     host_ram: int
     layer_overhead_s: float = 0.0
+    fused_layer_overhead_s: float = 0.0
     unfused_op_overhead_s: float = 0.0
     inplace_op_overhead_s: float = 0.0
     copy_op_overhead_s: float = 0.0
@@ -155,7 +158,7 @@ class HardwareProfile:
 
 SCHEMA = 2
 _MEASURED = ("meta",) + tuple(SECTIONS)
-OPTIONAL = {"layer_overhead_s": 0.0, "unfused_op_overhead_s": 0.0, "inplace_op_overhead_s": 0.0,
+OPTIONAL = {"layer_overhead_s": 0.0, "fused_layer_overhead_s": 0.0, "unfused_op_overhead_s": 0.0, "inplace_op_overhead_s": 0.0,
             "copy_op_overhead_s": 0.0,
             "attention_host_excess": 0.0}  # scalar fields a profile may leave out (their defaults)
 
@@ -177,6 +180,10 @@ PRESETS: dict[str, HardwareProfile] = {
     # (unfused - fused) / 32 layers / extra launches per layer (3, 3, 2), mean 5.2 us
     # (benchmarks/results/e2e-{fused,unfused}-s7-h200.json, one call, 2026-12-01). Before fusion
     # it was 49 us (e2e-h200.json, 2026-11-29).
+    # fused_layer_overhead_s: the same for Llama-family layers with dak's fused layers and
+    # one-launch rotary (the defaults since 2026-12-02): Llama-2-7B (4.43, 4.38 - 3.63) ms and
+    # Llama-3-8B (4.70, 4.78 - 4.07), two calls each (e2e-trims-rotary-s11-h200.json,
+    # e2e-llama-f1-s11-h200.json), / 32 layers, mean 22.6 us. OPT-6.7B still matches 31.2 us.
     # Split operators beyond the roofline: least squares of (measured - predicted) TPOT over the
     # 36 dak-greedy/dak-uniform runs at x > 0 of Llama-2-7B, OPT-6.7B and Llama-3-8B (batch 8,
     # untuned configs, benchmarks/results/e2e-h200.json): 5.3 us per split linear read in place,
@@ -192,7 +199,7 @@ PRESETS: dict[str, HardwareProfile] = {
     "h200-pcie": HardwareProfile(
         name="h200-pcie", hbm_bandwidth=3.7e12, host_bandwidth_ce=55.0e9,
         host_bandwidth_sm=51.3e9, flops=788e12, sm_count=132, smem_per_sm=228 * KIB,
-        hbm_capacity=143771 * MIB, host_ram=128 * GIB, layer_overhead_s=31.2e-6,
+        hbm_capacity=143771 * MIB, host_ram=128 * GIB, layer_overhead_s=31.2e-6, fused_layer_overhead_s=22.6e-6,
         unfused_op_overhead_s=5.2e-6, inplace_op_overhead_s=5.3e-6, copy_op_overhead_s=13.9e-6,
         attention_host_excess=0.53),
     # GH200 datasheet: 96 GB HBM3 at 4.0 TB/s, 900 GB/s NVLink-C2C (both host paths).

@@ -9,22 +9,14 @@ import os
 
 import torch
 
+from .shares import env_flag, fused_layer_enabled  # noqa: F401 (re-exported: switches live in dak.shares)
+
 KERNEL_DTYPES = (torch.bfloat16, torch.float16)
 
 
 def interpreting() -> bool:
     """True when Triton kernels run in the CPU interpreter (TRITON_INTERPRET=1)."""
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
-
-
-def env_flag(name: str, default: bool) -> bool:
-    """$name as an on/off switch: '1' on, '0' off, unset `default`; anything else is an error."""
-    raw = os.environ.get(name)
-    if raw is None:
-        return default
-    if raw not in ("0", "1"):
-        raise ValueError(f"{name} must be 0 or 1, got {raw!r}")
-    return raw == "1"
 
 
 def kernel_device() -> torch.device:

@@ -6,7 +6,9 @@ memory check and the planner share (this module stays free of torch and triton).
 - ce_chunks_default: copy-engine chunks per operator in an untuned decode config;
 - ce_hbm_cublas: whether such a config multiplies its HBM rows by cuBLAS (on by default);
 - copy_stream_count, copy_slot_count, copy_group_bytes: the copy-ahead chain's copy streams,
-  staging slots and copy groups (dak.kernels.copy_ahead).
+  staging slots and copy groups (dak.kernels.copy_ahead);
+- fused_layer_enabled: whether Llama-family decoder layers run fused (dak.runtime.fused; the
+  planner's per-layer overhead follows it); env_flag reads any such 0/1 switch.
 Each has a measured default and an environment variable for experiments on the GPU.
 """
 
@@ -17,6 +19,22 @@ import os
 # Above this host share a memory-bound operator is link-bound on a PCIe Gen5 GPU (x* = B_h /
 # (B_h + B_g) ~ 1.5% on the H200); the untuned config then moves host rows by copy engine.
 LINK_BOUND_SHARE = 0.02
+
+
+def env_flag(name: str, default: bool) -> bool:
+    """$name as an on/off switch: '1' on, '0' off, unset `default`; anything else is an error."""
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    if raw not in ("0", "1"):
+        raise ValueError(f"{name} must be 0 or 1, got {raw!r}")
+    return raw == "1"
+
+
+def fused_layer_enabled() -> bool:
+    """$DAK_FUSED_LAYER: '1' or unset fuses Llama-family decoder layers' add + norm and SiLU * up
+    (dak.runtime.fused), '0' not; the planner's overhead follows it (dak.planner.overhead)."""
+    return env_flag("DAK_FUSED_LAYER", True)
 
 
 def ce_min_share() -> float:

@@ -4,7 +4,8 @@ Between the planned operators a decode step runs small kernels: norms, residual 
 activation, the KV append, sampling, and a launch each. `layer_overhead` builds the model cut to
 two depths (all in HBM, seeded random weights), times its CUDA-graphed decode step at each,
 and returns (slope of the measured step over layers) - (slope of the planner's operator time
-under the same profile's cost model), which a profile stores as ``layer_overhead_s`` and
+under the same profile's cost model), which a profile stores as ``layer_overhead_s`` (or
+``fused_layer_overhead_s`` for a model whose layers dak fuses: `overhead_field`) and
 predictions add per layer. `dak calibrate` measures the slope first and subtracts the operator
 slope of its finished profile (measured curves), so the two are never counted twice.
 """
@@ -52,6 +53,16 @@ def _cut_configs(model: str, depths: tuple[int, int]):
     if key not in cfg:
         raise ValueError(f"{model}: its config has no {key}; cannot cut it to {depths} layers")
     return name, [dict(cfg, **{key: d}) for d in depths]
+
+
+def overhead_field(model: str) -> str:
+    """The profile field a layer slope measured on `model` sets: fused_layer_overhead_s when dak
+    fuses its decoder layers (gated MLP, $DAK_FUSED_LAYER on; dak.planner.overhead), else
+    layer_overhead_s."""
+    from ..shares import fused_layer_enabled
+    name, cfg = load_config(model)
+    fused = ModelSpec.from_config(cfg, name=name).gated_mlp and fused_layer_enabled()
+    return "fused_layer_overhead_s" if fused else "layer_overhead_s"
 
 
 def measured_layer_slope(model: str, workload: Workload, profile, depths: tuple[int, int] = (1, 3),

@@ -20,8 +20,9 @@ def summary(profile, details: dict | None = None) -> str:
            f"HBM read {format_bandwidth(profile.hbm_bandwidth)}, copy engine H2D "
            f"{format_bandwidth(profile.host_bandwidth_ce)}, SM host reads {format_bandwidth(profile.host_bandwidth_sm)} "
            f"(best window), matmul {profile.flops / 1e12:.0f} TFLOP/s",
-           f"small kernels between operators: {format_time(profile.layer_overhead_s)} per decoder layer "
-           "(added to predicted decode steps)"]
+           f"small kernels between operators: {format_time(profile.layer_overhead_s)} per decoder layer"
+           + (f", {format_time(profile.fused_layer_overhead_s)} per fused Llama-family layer"
+              if profile.fused_layer_overhead_s else "") + " (added to predicted decode steps)"]
     if d.get("layer_slope"):
         step, ops = d["layer_slope"]
         out[-1] += (f": a decode step takes {format_time(step)} per layer, its operators "
@@ -86,8 +87,9 @@ def compare(a, b) -> tuple[str, float]:
     if cr:
         rows.append(f"curve points: {len(cr)}, median diff {100 * statistics.median(cr):.2f}%, "
                     f"max {100 * max(cr):.2f}%, {sum(r < 0.05 for r in cr)} within 5%")
-    if a.layer_overhead_s or b.layer_overhead_s:
-        rows.append(f"small kernels per layer {format_time(a.layer_overhead_s)} vs {format_time(b.layer_overhead_s)} "
-                    f"({100 * rel(a.layer_overhead_s, b.layer_overhead_s):.1f}%)")
+    for what, f in (("per layer", "layer_overhead_s"), ("per fused layer", "fused_layer_overhead_s")):
+        va, vb = getattr(a, f), getattr(b, f)
+        if va or vb:
+            rows.append(f"small kernels {what} {format_time(va)} vs {format_time(vb)} ({100 * rel(va, vb):.1f}%)")
     rows.append(f"largest bandwidth difference {100 * worst:.2f}% ({'<' if worst < 0.05 else '>='} 5%)")
     return "\n".join(rows), worst

@@ -46,7 +46,7 @@ def calibrate(plan: CalibrationPlan, spec, name: str, progress: bool = True, mod
     from .attention import time_attention
     from .device import LinkProbe, copy_engine_bandwidth, device_numbers, hbm_bandwidth, matmul_flops, metadata
     from .linear import LinearShape, measure_curve
-    from .overhead import measured_layer_slope, planned_layer_slope
+    from .overhead import measured_layer_slope, overhead_field, planned_layer_slope
 
     bar = tqdm(total=_steps(plan), desc="dak calibrate", unit="step", disable=not progress)
     meta = metadata()
@@ -119,6 +119,8 @@ def calibrate(plan: CalibrationPlan, spec, name: str, progress: bool = True, mod
                "failures": failures}
     if slope is not None:  # beyond the operators as this profile times them (curves, else roofline)
         ops = planned_layer_slope(model or plan.model, plan.workload, profile)
-        profile = dataclasses.replace(profile, layer_overhead_s=max(0.0, slope - ops))
+        field = overhead_field(model or plan.model)
+        profile = dataclasses.replace(profile, **{field: max(0.0, slope - ops)})
         details["layer_slope"] = (slope, ops)
+        details["layer_field"] = field
     return profile, details

@@ -1,7 +1,8 @@
 """Decode-step time the roofline leaves out, as a profile states it (added to predictions).
 
 * ``step_overhead``: the small kernels between operators, layers x ``layer_overhead_s``
-  (measured with q/k/v and gate/up fused), plus ``unfused_op_overhead_s`` per extra GEMV launch
+  (measured with q/k/v and gate/up fused; ``fused_layer_overhead_s`` for the Llama-family layers
+  dak fuses, see ``layer_overhead``), plus ``unfused_op_overhead_s`` per extra GEMV launch
   of a projection group that is not fused (``fusion_overhead``: fusion off, or a member holds
   host rows; dak.nn.fused_proj fuses a group only when every member is all-HBM).
 * ``split_overhead``: dak's split operators beyond their roofline: per split linear read in place
@@ -17,15 +18,24 @@ from __future__ import annotations
 from ..hardware import HardwareProfile
 from ..models.ops import Workload
 from ..models.spec import ModelSpec
-from ..shares import ce_min_share
+from ..shares import ce_min_share, fused_layer_enabled
 from .curves import curve_for
 
 PROJECTION_GROUPS = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"))  # HF names, call order
 
 
+def layer_overhead(spec: ModelSpec, profile: HardwareProfile) -> float:
+    """Seconds per decoder layer outside the planned operators: the profile's
+    fused_layer_overhead_s for gated-MLP (Llama-family) layers while dak fuses them
+    ($DAK_FUSED_LAYER, dak.runtime.fused), where the profile states it; else layer_overhead_s."""
+    if spec.gated_mlp and profile.fused_layer_overhead_s and fused_layer_enabled():
+        return profile.fused_layer_overhead_s
+    return profile.layer_overhead_s
+
+
 def step_overhead(spec: ModelSpec, workload: Workload, profile: HardwareProfile) -> float:
-    """Decode-step time outside the planned operators: layers x profile.layer_overhead_s."""
-    return spec.num_layers * profile.layer_overhead_s if workload.phase == "decode" else 0.0
+    """Decode-step time outside the planned operators: layers x layer_overhead(spec, profile)."""
+    return spec.num_layers * layer_overhead(spec, profile) if workload.phase == "decode" else 0.0
 
 
 def fusion_overhead(ops, host_bytes, workload: Workload, profile: HardwareProfile, fused: bool) -> float:

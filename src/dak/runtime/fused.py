@@ -27,7 +27,7 @@ from torch import nn
 from dak.kernels.fused_layer import add_rms_norm, silu_mul
 from dak.kernels.fused_ops import layer_norm, rms_norm, rotary, rotary_ok
 from dak.nn.split_linear import SplitLinear
-from dak.runtime_env import env_flag, interpreting
+from dak.runtime_env import env_flag, fused_layer_enabled, interpreting
 
 RMS_NORMS = ("LlamaRMSNorm", "MistralRMSNorm", "Qwen2RMSNorm")
 SILU = ("SiLU", "SiLUActivation")  # torch's and transformers' own (x * sigmoid(x) either way)
@@ -73,11 +73,6 @@ def _wrap_rotary(hf_rotary):
         return hf_rotary(q, k, cos, sin, unsqueeze_dim)
     apply_rotary_pos_emb.dak_wraps = hf_rotary
     return apply_rotary_pos_emb
-
-
-def fused_layer_enabled() -> bool:
-    """$DAK_FUSED_LAYER: '1' or unset fuses the decoder layers' add + norm and SiLU * up, '0' not."""
-    return env_flag("DAK_FUSED_LAYER", True)
 
 
 def residual_addmm_enabled() -> bool:
