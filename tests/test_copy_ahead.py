@@ -127,3 +127,53 @@ def test_copy_groups_split_by_size_and_never_move_twice(monkeypatch):
     copy_ahead.link_chain([rec[1], rec[0], rec[2]], 3)  # re-homed, not adjacent in this order: not moved
     assert rec[1]._ahead.group is None and rec[0]._ahead.group is None
     assert [m._ahead.slot for m in (rec[1], rec[0], rec[2])] == [0, 1, 0]
+
+
+def test_wrapped_chain_keeps_its_own_slots_and_names_its_first_unit(monkeypatch):
+    """$DAK_COPY_WRAP=1: every chained operator shares one Chain that owns its slots (sized at
+    link time, not the process-wide shared ones) and knows its first unit (with copy groups,
+    the whole first group); off, chains use the shared slots and have no first unit."""
+    import pytest
+    from dak.kernels.buffers import shared_buffer
+    mods = [m for m in _mods() if m.host_rows]
+    rec, _ = _ce_chain(mods)
+    monkeypatch.delenv("DAK_COPY_WRAP", raising=False)
+    copy_ahead.link_chain(rec, 3)
+    chain = rec[0]._ahead.chain
+    assert not chain.wrap and chain.head == () and chain.slots == {}
+    monkeypatch.setenv("DAK_COPY_WRAP", "1")
+    assert copy_ahead.link_chain(rec, 3) == len(rec)
+    chain = rec[0]._ahead.chain
+    assert chain.wrap and not chain.primed and chain.head == (rec[0],)
+    assert all(m._ahead.chain is chain for m in rec)
+    for i in (0, 1):
+        need = max(m._ahead.plan.m_ce * m.w_host.stride(0) for m in rec if m._ahead.slot == i)
+        assert chain.slots[i].numel() >= need and chain.slots[i].dtype == rec[0].dtype
+        shared = shared_buffer(f"copy-ahead slot {i}", chain.slots[i].device, rec[0].dtype, 1)
+        assert chain.slots[i].data_ptr() != shared.data_ptr(), "a wrapped chain's slots are its own"
+    assert copy_ahead.chains_of(rec + rec) == [chain]
+    copy_ahead.link_chain(rec, 3)
+    assert rec[0]._ahead.chain is not chain, "linking again starts a fresh (unprimed) chain"
+    monkeypatch.setenv("DAK_COPY_GROUP_MIB", "1")
+    copy_ahead.link_chain(rec, 3)
+    head = rec[0]._ahead.chain.head
+    assert head == tuple(rec) and rec[0]._ahead.group is not None, "the first unit is the whole group"
+    monkeypatch.setenv("DAK_COPY_WRAP", "yes")
+    with pytest.raises(ValueError, match="DAK_COPY_WRAP must be 0 or 1"):
+        copy_ahead.link_chain(rec, 3)
+    copy_ahead.unlink(mods)
+
+
+def test_an_aborted_step_unprimes_its_wrapped_chains():
+    """A step that raises leaves the first slot of the chains it touched unknown: abort() marks
+    them unprimed (the engine primes them again before replaying graphs)."""
+    chain = copy_ahead.Chain(wrap=True, primed=True)
+    step = copy_ahead.Step(torch.device("cpu"))
+    step.wrapped.append(chain)
+    try:
+        with copy_ahead.active(copy_ahead._STEP, step):
+            raise KeyboardInterrupt
+    except KeyboardInterrupt:
+        pass
+    assert not chain.primed and step.wrapped == []
+    assert copy_ahead.prime([copy_ahead.Chain(wrap=True, primed=True)]) == 0, "primed chains need nothing"

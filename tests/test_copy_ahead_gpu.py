@@ -85,3 +85,86 @@ def test_operator_called_twice_in_a_step_copies_again(streams, slots, group, mon
         got = run(x)
     assert torch.equal(got, ref)
     copy_ahead.unlink(mods)
+
+
+def _chain(seed, dtype=torch.bfloat16, n=8, dims=(512, 1400, 700, 512, 2100, 512)):
+    torch.manual_seed(seed)
+    mods = []
+    for i, (k, m) in enumerate(zip(dims[:-1], dims[1:])):
+        mod = SplitLinear(torch.randn(m, k, device="cuda").to(dtype) / k ** 0.5, host_ratio=(0.3, 0.05, 1.0, 0.6, 0.2)[i],
+                          row_tile=16, tune=False).cuda()
+        mod._configs[token_bucket(n)] = KernelConfig(block_m=16, block_n=16, block_k=128, ce_share=1.0,
+                                                     ce_chunks=1 + i % 3, host_programs=4, hbm_programs=132)
+        mods.append(mod)
+
+    def run(x):
+        for mod in mods:
+            x = mod(x)
+        return x
+    return mods, run
+
+
+@pytest.mark.parametrize("streams,slots,group", [("1", "2", "0"), ("2", "3", "0"), ("1", "2", "64"), ("1", "2", "2")])
+def test_wrapped_chain_skips_the_first_copy_and_stays_exact(streams, slots, group, monkeypatch):
+    """$DAK_COPY_WRAP=1: after one step the first unit's rows are already in its slot (no copy
+    at the step's start), results equal the unchained ones step after step, eager and replayed,
+    two wrapped chains interleaved do not overwrite each other's slots, and an aborted step is
+    repaired by prime() (its slot is poisoned here to prove the refill)."""
+    from dak.kernels import split_linear_ce
+    monkeypatch.setenv("DAK_COPY_STREAMS", streams)
+    monkeypatch.setenv("DAK_COPY_SLOTS", slots)
+    monkeypatch.setenv("DAK_COPY_GROUP_MIB", group)
+    monkeypatch.setenv("DAK_COPY_WRAP", "1")
+    n, dev = 8, torch.device("cuda")
+    chains = []
+    for seed in (7, 8):  # two models of the same shapes: the shared slots would collide
+        mods, run = _chain(seed)
+        x = torch.randn(n, 512, device="cuda").to(torch.bfloat16)
+        with copy_ahead.record_chain() as order:
+            run(x)
+        copy_ahead.link_chain(order, n)
+        chain = mods[0]._ahead.chain
+        assert chain.wrap and not chain.primed and chain.head[0] is mods[0]
+        chains.append((mods, run, chain))
+    copies = []
+    real = split_linear_ce.issue_copies
+    monkeypatch.setattr(split_linear_ce, "issue_copies", lambda w, *a: copies.append(w) or real(w, *a))
+    graphs = []
+    for mods, run, chain in chains:
+        x = torch.randn(n, 512, device="cuda").to(torch.bfloat16)
+        ref = run(x)  # unchained
+        for step in range(3):  # eager: the first step copies the head, later ones find it there
+            copies.clear()
+            with copy_ahead.copy_ahead_step(dev):
+                got = run(x)
+            assert torch.equal(got, ref), f"eager wrapped step {step} differs"
+            assert chain.primed
+            if group == "0":
+                head = sum(w.data_ptr() == mods[0].w_host.data_ptr() for w in copies)
+                assert head == (2 if step == 0 else 1), "the head is copied once a step (the refill)"
+        static_x = x.clone()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            with copy_ahead.copy_ahead_step(dev):
+                static_y = run(static_x)
+        graphs.append((g, static_x, static_y, run, chain))
+    for trial in range(12):  # replays of the two chains interleaved
+        for g, static_x, static_y, run, chain in graphs:
+            xi = torch.randn(n, 512, device="cuda").to(torch.bfloat16)
+            static_x.copy_(xi)
+            static_y.fill_(float("nan"))
+            g.replay()
+            assert torch.equal(static_y, run(xi)), f"replay {trial} differs"
+    g, static_x, static_y, run, chain = graphs[0]
+    step = copy_ahead.Step(dev)
+    step.wrapped.append(chain)
+    step.abort()
+    head = chain.head[0]._ahead
+    chain.slots[head.slot].fill_(float("nan"))  # what an interrupted step may leave there
+    assert copy_ahead.prime([c for *_, c in graphs]) == 1 and chain.primed
+    xi = torch.randn(n, 512, device="cuda").to(torch.bfloat16)
+    static_x.copy_(xi)
+    g.replay()
+    assert torch.equal(static_y, run(xi)), "replay after prime differs"
+    for mods, _, _ in chains:
+        copy_ahead.unlink(mods)

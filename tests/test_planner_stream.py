@@ -55,6 +55,24 @@ def test_chain_time_by_hand():
     assert chain_predict(ops, host, W, H200, True, base) == pytest.approx(combine(a, ct.link_s))
 
 
+def test_wrapped_chain_takes_the_first_copy_off_both_sides(monkeypatch):
+    """$DAK_COPY_WRAP=1: the first copy rides the previous step's tail, so neither side of the
+    step pays it again (its bytes stay in L once); the prediction drops by about that copy."""
+    spec = load_spec("opt-6.7b")
+    ops = list_operators(spec, W)
+    host = [op.host_bytes_for(op.units // 10) if op.kind in ("fc1", "fc2") else 0 for op in ops]
+    monkeypatch.delenv("DAK_COPY_WRAP", raising=False)
+    off = chain_time(ops, host, H200)
+    base = step_overhead(spec, W, H200)
+    p_off = chain_predict(ops, host, W, H200, True, base)
+    monkeypatch.setenv("DAK_COPY_WRAP", "1")
+    on = chain_time(ops, host, H200)
+    assert off.first_s > 0 and on.first_s == 0.0
+    assert on.link_s == pytest.approx(off.link_s - off.first_s) and on.times == off.times
+    p_on = chain_predict(ops, host, W, H200, True, base)
+    assert p_off - off.first_s * 2 ** (1 / CONTENTION_NORM) - 1e-9 <= p_on < p_off  # both sides drop by it
+
+
 def test_fusion_overhead_counts_the_extra_launches():
     spec = load_spec("llama-2-7b")
     ops = list_operators(spec, W)

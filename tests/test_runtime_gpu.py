@@ -144,3 +144,29 @@ def test_eos_stopping_with_graphs_equals_eager(checkpoints):
     eager = Engine(model, model.dak_kv, graphs=False).generate(ids, 64, eos_token_id=eos, pad_token_id=0).tokens
     assert graphed.shape[1] <= 17 and torch.equal(graphed, eager)
     model.dak_free()
+
+
+def test_wrapped_copy_chain_gives_the_same_tokens(checkpoints, tmp_path, monkeypatch):
+    """$DAK_COPY_WRAP=1 (the chain's first copy queued at the previous step's end), 4 length
+    buckets: the same tokens over 150 steps as the plain chain, again on a second call, and
+    after its first slot is emptied as an interrupted step leaves it (generate primes it)."""
+    monkeypatch.setenv("DAK_CACHE_DIR", str(tmp_path))
+    _, path = checkpoints["tiny-llama"]
+    ids = torch.randint(3, 900, (3, 5), device="cuda")
+    outs = []
+    for wrap in ("0", "1"):
+        monkeypatch.setenv("DAK_COPY_WRAP", wrap)
+        model = dak.offload(path, batch=3, max_len=160, host_ratio=0.3, dtype=torch.bfloat16, tune=False,
+                            kv_buckets=4)
+        outs.append(model.generate(ids, max_new_tokens=150).clone())
+        chains = model.dak_engine._wrapped
+        assert (len(chains) == 1 and chains[0].primed) if wrap == "1" else not chains
+        if wrap == "1":
+            assert torch.equal(model.generate(ids, max_new_tokens=150), outs[0])
+            chain = chains[0]
+            chain.primed = False
+            chain.slots[chain.head[0]._ahead.slot].fill_(float("nan"))
+            outs.append(model.generate(ids, max_new_tokens=150).clone())
+        model.dak_free()
+    for got in outs[1:]:
+        assert torch.equal(outs[0], got), f"first difference at {(outs[0] != got).nonzero()[:1].tolist()}"

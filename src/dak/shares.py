@@ -5,8 +5,8 @@ memory check and the planner share (this module stays free of torch and triton).
   (also the planner's per-operator overhead class);
 - ce_chunks_default: copy-engine chunks per operator in an untuned decode config;
 - ce_hbm_cublas: whether such a config multiplies its HBM rows by cuBLAS (on by default);
-- copy_stream_count, copy_slot_count, copy_group_bytes: the copy-ahead chain's copy streams,
-  staging slots and copy groups (dak.kernels.copy_ahead);
+- copy_stream_count, copy_slot_count, copy_group_bytes, copy_wrap_enabled: the copy-ahead
+  chain's copy streams, staging slots, copy groups and wrap-around (dak.kernels.copy_ahead);
 - fused_layer_enabled: whether Llama-family decoder layers run fused (dak.runtime.fused; the
   planner's per-layer overhead follows it); env_flag reads any such 0/1 switch.
 Each has a measured default and an environment variable for experiments on the GPU.
@@ -96,6 +96,13 @@ def copy_slot_count() -> int:
     Operator i's copy waits for operator i - slots to release its slot, so more slots let the
     copies run further ahead of the compute stream (HBM: one slot per operator's host part)."""
     return _env_int("DAK_COPY_SLOTS", 2, 2, 8)
+
+
+def copy_wrap_enabled() -> bool:
+    """$DAK_COPY_WRAP=1 (an experiment, off until measured on the GPU): the copy-ahead chain's
+    last copy of a step refills its first operator's slot for the next step (dak.kernels.copy_ahead);
+    the planner then takes the first copy off the step's critical path (dak.planner.stream)."""
+    return env_flag("DAK_COPY_WRAP", False)
 
 
 def copy_group_bytes() -> int:

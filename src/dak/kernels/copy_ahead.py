@@ -13,6 +13,11 @@ the step captures into one CUDA graph. Experiments: $DAK_COPY_STREAMS=2 alternat
 streams, so the next operator's copy starts while this one's is in flight; $DAK_COPY_SLOTS=k
 (default 2) uses k slots, so operator i's copy waits only for operator i - k's GEMMs (the
 prefetch baseline, one layer ahead in two layer-sized buffers, has a whole layer of slack).
+$DAK_COPY_WRAP=1 (an experiment) wraps the chain around the step: the step's last copy refills
+the first operator's slot for the next step, so that copy overlaps this step's tail (the last
+operators, the LM head) instead of stalling the next step's start; the chain then keeps its own
+slots (no other chain may overwrite the first one between steps) and `prime` refills it after
+anything that broke the cycle (an interrupted step).
 
     with record_chain() as order:   # an eager warm-up step: which operators use the copy engine
         step()
@@ -25,17 +30,27 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
 from dak.kernels.buffers import shared_buffer
 from dak.kernels.streams import side_stream
 from dak.kernels.copy_groups import make_group, plan_groups
-from dak.shares import copy_group_bytes, copy_slot_count, copy_stream_count
+from dak.shares import copy_group_bytes, copy_slot_count, copy_stream_count, copy_wrap_enabled
 
 _STEP: contextvars.ContextVar = contextvars.ContextVar("dak_copy_ahead_step", default=None)
 _RECORD: contextvars.ContextVar = contextvars.ContextVar("dak_copy_ahead_record", default=None)
+
+
+@dataclass(eq=False)
+class Chain:
+    """One linked chain. With `wrap`: its own slots (index -> flat buffer), its first unit's
+    members (`head`), and whether the first unit's slot holds their rows (`primed`)."""
+    wrap: bool
+    slots: dict = field(default_factory=dict)
+    head: tuple = ()
+    primed: bool = False
 
 
 @dataclass
@@ -47,6 +62,7 @@ class AheadSpec:
     slot: int
     next: object = None  # the SplitLinear after it in the step, or None
     group: object = None  # dak.kernels.copy_groups.Group copied with it in one memcpy, or None
+    chain: Chain = None
 
 
 def recording(module) -> None:
@@ -78,8 +94,17 @@ def copy_stream(device: torch.device, slot_index: int) -> torch.cuda.Stream:
     return streams[slot_index % len(streams)]
 
 
-def slot(device: torch.device, dtype: torch.dtype, index: int, numel: int) -> torch.Tensor:
-    return shared_buffer(f"copy-ahead slot {index}", device, dtype, numel)
+def slot(device: torch.device, dtype: torch.dtype, index: int, numel: int, chain: Chain | None = None) -> torch.Tensor:
+    """Staging slot `index`: shared by every chain, or with `chain.wrap` that chain's own
+    (sized by link_chain, outside capture)."""
+    if chain is None or not chain.wrap:
+        return shared_buffer(f"copy-ahead slot {index}", device, dtype, numel)
+    buf = chain.slots.get(index)
+    if buf is None or buf.numel() < numel:
+        if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+            raise RuntimeError("a wrapped copy-ahead chain's slots must be sized before CUDA graph capture")
+        buf = chain.slots[index] = torch.empty(max(numel, 1), dtype=dtype, device=device)
+    return buf
 
 
 def link_chain(order: list, n_tokens: int) -> int:
@@ -88,7 +113,7 @@ def link_chain(order: list, n_tokens: int) -> int:
     Returns the chain length."""
     from dak.kernels.split_linear_ce import ce_plan
     from dak.kernels.tuning import token_bucket
-    chain, slots = [], copy_slot_count()
+    chain, slots, links = [], copy_slot_count(), Chain(copy_wrap_enabled())
     for mod in order:
         mod._ahead = None
         cfg = mod._configs.get(token_bucket(n_tokens))
@@ -106,8 +131,10 @@ def link_chain(order: list, n_tokens: int) -> int:
         for i in idx:
             mod, cfg, plan = chain[i]
             mod._ahead = AheadSpec(n_tokens, cfg, plan, u % slots, chain[i + 1][0] if i + 1 < len(chain) else None,
-                                   group)
-            slot(mod.w_hbm.device, mod.dtype, u % slots, group.numel if group else plan.m_ce * mod.w_host.stride(0))
+                                   group, links)
+            slot(mod.w_hbm.device, mod.dtype, u % slots, group.numel if group else plan.m_ce * mod.w_host.stride(0),
+                 links)
+    links.head = tuple(chain[i][0] for i in units[0][0]) if units and links.wrap else ()
     return len(chain)
 
 
@@ -125,10 +152,11 @@ class Step:
         self.issued: dict[int, tuple[list, torch.Tensor]] = {}
         self.freed: dict[int, torch.cuda.Event] = {}
         self.started = False
+        self.wrapped: list[Chain] = []  # wrapped chains whose first unit ran in this step
 
     def issue(self, mod) -> None:
-        """Queue the copy of `mod`'s copy-engine rows into its slot (once per step)."""
-        from dak.kernels.split_linear_ce import issue_copies, staging_rows_view
+        """Queue the copy of `mod`'s copy-engine rows into its slot (once per step); a wrapped
+        chain's first unit finds its rows already there (queued at the previous step's end)."""
         if id(mod) in self.issued:
             return
         spec = mod._ahead
@@ -136,27 +164,35 @@ class Step:
             for cs in copy_streams(self.device):
                 cs.wait_stream(torch.cuda.current_stream(self.device))
             self.started = True
-        copy_s = copy_stream(self.device, spec.slot)
+        chain = spec.chain
+        if chain.wrap and mod in chain.head and chain not in self.wrapped:
+            self.wrapped.append(chain)
+            if chain.primed:
+                ready = torch.cuda.Event()
+                ready.record(torch.cuda.current_stream(self.device))
+                for m, stage in _stages(mod, self.device):
+                    self.issued[id(m)] = ([ready] * len(m._ahead.plan.chunks), stage)
+                return
+        self._copy(mod, copy_stream(self.device, spec.slot))
+
+    def _copy(self, mod, copy_s) -> None:
+        """One memcpy of `mod`'s unit (its group, or its own chunks) into its slot once the
+        slot's last readers are done; every member gets its rows' view and landed events."""
+        from dak.kernels.split_linear_ce import issue_copies
+        spec = mod._ahead
         if spec.slot in self.freed:
             copy_s.wait_event(self.freed[spec.slot])
-        if spec.group is not None:
-            self._issue_group(spec, copy_s)
+        stages = _stages(mod, self.device)
+        if spec.group is None:
+            (m, stage), = stages
+            self.issued[id(m)] = (issue_copies(m.w_host, spec.plan, stage, copy_s), stage)
             return
-        buf = slot(self.device, mod.dtype, spec.slot, spec.plan.m_ce * mod.w_host.stride(0))
-        stage = staging_rows_view(buf, spec.plan.m_ce, mod.w_host)
-        self.issued[id(mod)] = (issue_copies(mod.w_host, spec.plan, stage, copy_s), stage)
-
-    def _issue_group(self, spec, copy_s) -> None:
-        """One memcpy of the whole group into its slot; every member gets its rows' view."""
-        from dak.kernels.split_linear_ce import staging_rows_view
         group = spec.group
-        buf = slot(self.device, group.src.dtype, spec.slot, group.numel)
         with torch.cuda.stream(copy_s):
-            buf[:group.numel].copy_(group.src, non_blocking=True)
+            _unit_slot(mod, self.device)[:group.numel].copy_(group.src, non_blocking=True)
             landed = torch.cuda.Event()
             landed.record(copy_s)
-        for m, off in zip(group.members, group.offsets):
-            stage = staging_rows_view(buf[off:], m.host_rows, m.w_host)
+        for m, stage in stages:
             self.issued[id(m)] = ([landed] * len(m._ahead.plan.chunks), stage)
 
     def release(self, mod, stream: torch.cuda.Stream) -> None:
@@ -167,10 +203,65 @@ class Step:
         self.freed[mod._ahead.slot] = ev
         self.issued.pop(id(mod), None)
 
+    def abort(self) -> None:
+        """The step did not finish: its wrapped chains' first slots hold no known rows."""
+        for chain in self.wrapped:
+            chain.primed = False
+        self.wrapped = []
+
     def close(self) -> None:
-        if self.started:
-            for cs in copy_streams(self.device):
-                torch.cuda.current_stream(self.device).wait_stream(cs)
+        if not self.started:
+            return
+        for chain in self.wrapped:  # refill the first unit's slot for the next step
+            self._copy(chain.head[0], copy_stream(self.device, chain.head[0]._ahead.slot))
+            chain.primed = True
+        for m in (m for chain in self.wrapped for m in chain.head):
+            self.issued.pop(id(m), None)
+        for cs in copy_streams(self.device):
+            torch.cuda.current_stream(self.device).wait_stream(cs)
+
+
+def _unit_slot(mod, device) -> torch.Tensor:
+    """The slot buffer of `mod`'s unit (its group's, or its own rows')."""
+    spec = mod._ahead
+    if spec.group is not None:
+        return slot(device, spec.group.src.dtype, spec.slot, spec.group.numel, spec.chain)
+    return slot(device, mod.dtype, spec.slot, spec.plan.m_ce * mod.w_host.stride(0), spec.chain)
+
+
+def _stages(mod, device) -> list:
+    """(member, its staged rows' view in the slot) for each member of `mod`'s unit."""
+    from dak.kernels.split_linear_ce import staging_rows_view
+    spec, buf = mod._ahead, _unit_slot(mod, device)
+    if spec.group is None:
+        return [(mod, staging_rows_view(buf, spec.plan.m_ce, mod.w_host))]
+    return [(m, staging_rows_view(buf[off:], m.host_rows, m.w_host))
+            for m, off in zip(spec.group.members, spec.group.offsets)]
+
+
+def chains_of(modules) -> list:
+    """The wrapped chains `modules` are linked into (each once)."""
+    out = []
+    for mod in modules:
+        spec = getattr(mod, "_ahead", None)
+        if spec is not None and spec.chain.wrap and spec.chain.head and all(c is not spec.chain for c in out):
+            out.append(spec.chain)
+    return out
+
+
+def prime(chains) -> int:
+    """Fill the first unit's slot of each wrapped chain that is not primed (eager, queued on the
+    current stream; not inside capture). Returns the number of chains filled."""
+    n = 0
+    for chain in chains:
+        if chain.primed:
+            continue
+        head = chain.head[0]
+        step = Step(head.w_hbm.device)
+        step._copy(head, torch.cuda.current_stream(step.device))
+        chain.primed = True
+        n += 1
+    return n
 
 
 def current_step(mod, n_tokens: int, cfg) -> Step | None:
@@ -184,10 +275,15 @@ def current_step(mod, n_tokens: int, cfg) -> Step | None:
 
 @contextlib.contextmanager
 def active(var: contextvars.ContextVar, step):
-    """Make `step` (anything with close()) the one `var` holds for the block; close it after."""
+    """Make `step` (anything with close()) the one `var` holds for the block; close it after
+    (calling its abort() first, where it has one, when the block raises)."""
     token = var.set(step)
     try:
         yield step
+    except BaseException:
+        if hasattr(step, "abort"):
+            step.abort()
+        raise
     finally:
         var.reset(token)
         step.close()

@@ -12,7 +12,8 @@ overlaps the whole step. For those operators a per-operator max is the wrong mod
     A = sum of local times (copy-engine linears: max(T_comp, (1-x)D/B_g); the rest: op_time)
         + the step's overheads (small kernels per layer, per-split-operator costs, unfused groups)
         + the step's first copy (the chain starts when its first operator is called, which
-          then waits for its rows: nothing hides that copy)
+          then waits for its rows: nothing hides that copy; with $DAK_COPY_WRAP=1 the previous
+          step's tail hides it, and it is left out of A and L's extra term)
     L = link time of every host byte read per step (copy-engine rows at host_bandwidth_ce,
         in-place rows at the split host bandwidth, host KV) + copy_op_overhead_s per copy
         (the engine's start-up) + the first copy again (the link idles before it starts)
@@ -33,7 +34,7 @@ import heapq
 import itertools
 from dataclasses import dataclass
 
-from ..shares import ce_min_share
+from ..shares import ce_min_share, copy_wrap_enabled
 from .cost import op_time
 from .curves import MAX_DECODE_TOKENS
 from .overhead import fusion_overhead, split_overhead
@@ -88,6 +89,8 @@ def chain_time(ops, host_bytes, profile, many: bool = False) -> ChainTime:
             times.append(op_time(op, x, profile))
             if h and not op.kind.startswith("embed"):
                 link += x * op.traffic / profile.split_host_bandwidth
+    if copy_wrap_enabled():  # the first copy rides the previous step's tail (dak.kernels.copy_ahead)
+        first = None
     return ChainTime(tuple(times), tuple(flags), link + (first or 0.0), first or 0.0)
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import torch
 
 from dak.defaults import DEFAULT_KV_AHEAD, DEFAULT_KV_BUCKETS
-from dak.kernels.copy_ahead import copy_ahead_step, link_chain, record_chain
+from dak.kernels.copy_ahead import chains_of, copy_ahead_step, link_chain, prime, record_chain
 from dak.kernels.streams import side_stream
 from dak.runtime.fused import fused
 from dak.runtime.kv_ahead import kv_ahead_step
@@ -110,6 +110,7 @@ class Engine:
         else:
             kv.ahead, self.kv_ahead_layers = None, 0
         self._bucket_graphs: dict[Sampling, list] = {}  # (cap, graph), caps ascending
+        self._wrapped: list = []  # wrapped copy-ahead chains the graphs use ($DAK_COPY_WRAP)
 
     def spec(self):
         """The model's ModelSpec (built once, on first use)."""
@@ -122,6 +123,7 @@ class Engine:
         """Drop the captured decode graphs (and their memory pool)."""
         self._graphs.clear()
         self._bucket_graphs.clear()
+        self._wrapped.clear()
 
     def _forward(self, ids: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
         with fused():  # one-launch rotary embedding (dak.runtime.fused)
@@ -151,6 +153,7 @@ class Engine:
             with record_chain() as order:  # which operators use the copy engine, in call order
                 self._step(s)
             link_chain(order, self.batch)
+            self._wrapped += chains_of(order)  # their slots live as long as the graphs
             self.kv.lengths.zero_()
             self._step(s)  # now with the copies chained
         main.wait_stream(side)
@@ -229,6 +232,8 @@ class Engine:
         self._sync()
         t1 = time.perf_counter()
         graphs = self._bucket_graphs.get(sampling)
+        if graphs:  # a wrapped chain's graphs find its first slot filled (an interrupted step empties it)
+            prime(self._wrapped)
         bucketed = len(self.kv_caps) > 1
         steps = max_new_tokens - 1
         try:
