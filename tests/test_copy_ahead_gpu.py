@@ -12,14 +12,8 @@ from dak.nn import SplitLinear
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")]
 
 
-@pytest.mark.parametrize("streams,slots,group", [("1", "2", "0"), ("2", "2", "0"), ("1", "4", "0"), ("2", "3", "0"),
-                                                 ("1", "2", "64"), ("2", "3", "2")])
-def test_chained_step_under_graph_capture_matches_unchained(streams, slots, group, monkeypatch):
-    monkeypatch.setenv("DAK_COPY_STREAMS", streams)  # 2: alternate two copy streams
-    monkeypatch.setenv("DAK_COPY_SLOTS", slots)
-    monkeypatch.setenv("DAK_COPY_GROUP_MIB", group)  # > 0: consecutive operators copied by one memcpy
-    torch.manual_seed(5)
-    dtype, n, dims = torch.bfloat16, 8, [512, 1400, 700, 512, 2100, 512]  # odd sizes, layer-like chain
+def _chain(seed, dtype=torch.bfloat16, n=8, dims=(512, 1400, 700, 512, 2100, 512)):
+    torch.manual_seed(seed)
     mods = []
     for i, (k, m) in enumerate(zip(dims[:-1], dims[1:])):
         mod = SplitLinear(torch.randn(m, k, device="cuda").to(dtype) / k ** 0.5, host_ratio=(0.3, 0.05, 1.0, 0.6, 0.2)[i],
@@ -32,7 +26,17 @@ def test_chained_step_under_graph_capture_matches_unchained(streams, slots, grou
         for mod in mods:
             x = mod(x)
         return x
+    return mods, run
 
+
+@pytest.mark.parametrize("streams,slots,group", [("1", "2", "0"), ("2", "2", "0"), ("1", "4", "0"), ("2", "3", "0"),
+                                                 ("1", "2", "64"), ("2", "3", "2")])
+def test_chained_step_under_graph_capture_matches_unchained(streams, slots, group, monkeypatch):
+    monkeypatch.setenv("DAK_COPY_STREAMS", streams)  # 2: alternate two copy streams
+    monkeypatch.setenv("DAK_COPY_SLOTS", slots)
+    monkeypatch.setenv("DAK_COPY_GROUP_MIB", group)  # > 0: consecutive operators copied by one memcpy
+    dtype, n, dims = torch.bfloat16, 8, [512, 1400, 700, 512, 2100, 512]  # odd sizes, layer-like chain
+    mods, run = _chain(5)
     x = torch.randn(n, dims[0], device="cuda").to(dtype)
     ref = run(x).float()  # unchained
     with copy_ahead.record_chain() as order:
@@ -85,23 +89,6 @@ def test_operator_called_twice_in_a_step_copies_again(streams, slots, group, mon
         got = run(x)
     assert torch.equal(got, ref)
     copy_ahead.unlink(mods)
-
-
-def _chain(seed, dtype=torch.bfloat16, n=8, dims=(512, 1400, 700, 512, 2100, 512)):
-    torch.manual_seed(seed)
-    mods = []
-    for i, (k, m) in enumerate(zip(dims[:-1], dims[1:])):
-        mod = SplitLinear(torch.randn(m, k, device="cuda").to(dtype) / k ** 0.5, host_ratio=(0.3, 0.05, 1.0, 0.6, 0.2)[i],
-                          row_tile=16, tune=False).cuda()
-        mod._configs[token_bucket(n)] = KernelConfig(block_m=16, block_n=16, block_k=128, ce_share=1.0,
-                                                     ce_chunks=1 + i % 3, host_programs=4, hbm_programs=132)
-        mods.append(mod)
-
-    def run(x):
-        for mod in mods:
-            x = mod(x)
-        return x
-    return mods, run
 
 
 @pytest.mark.parametrize("streams,slots,group", [("1", "2", "0"), ("2", "3", "0"), ("1", "2", "64"), ("1", "2", "2")])
