@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh F2|F1|E2|E1|D3|D2|D1|C4|C3|C2|C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V
+#   bash benchmarks/h200_next.sh F3|F2|F1|E2|E1|D3|D2|D1|C4|C3|C2|C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -16,6 +16,18 @@ step() {  # step SECONDS COMMAND...: run with a time limit, log the tail, never 
     rm -f "$OUT/.step.log"
 }
 case "$1" in
+F3) # (not run yet) DAK_COPY_WRAP=1 (eleventh session, CPU-tested only): the step's last copy refills the chain's
+    # first slot for the next step, so the first copy rides the tail (LM head) instead of stalling the start.
+    # Its GPU tests, then default vs wrap in one call on the link-bound rows, prefetch beside
+    step 150 python3 -u -m pytest -q -p no:cacheprovider tests/test_copy_ahead_gpu.py
+    step 120 python3 -u -m pytest -q -p no:cacheprovider tests/test_runtime_gpu.py -k "wrapped or kv_bucket"
+    e2e="python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 5,10"
+    step 150 $e2e --systems dak-consolidated,prefetch --out "$OUT/e2e-opt-30b-f3-default.json"
+    step 100 env DAK_COPY_WRAP=1 $e2e --systems dak-consolidated --out "$OUT/e2e-opt-30b-f3-wrap.json"
+    e2e="python3 -m dak bench e2e --models opt-6.7b,llama-2-7b --batch 8 --ratios 2,5,10 --systems dak-consolidated"
+    step 100 $e2e --out "$OUT/e2e-f3-default.json"
+    step 100 env DAK_COPY_WRAP=1 $e2e --out "$OUT/e2e-f3-wrap.json"
+    ;;
 F2) # F1: 128 MiB copy groups + KV pair copy 57.53 ms vs default 58.47/58.27 on OPT-30B at 5%: the same pair
     # beyond OPT-30B before it can be a default; the KV copy-ahead GPU tests (test defect fixed) off and on;
     # the attention GPU tests with the new slot layout and defaults
