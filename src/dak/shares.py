@@ -83,7 +83,7 @@ def ce_hbm_cublas() -> bool:
     $DAK_CE_HBM_CUBLAS=0 for the split kernel. Measured on the H200 (tenth session, call D2, B=8,
     one call): faster in all 8 link-bound cases tried, by 0.1-2.2% (OPT-30B at 5%: 58.20 vs
     59.21 ms; OPT-6.7B at 20%: 51.66 vs 52.80 ms)."""
-    return _env_int("DAK_CE_HBM_CUBLAS", 1, 0, 1) == 1
+    return env_flag("DAK_CE_HBM_CUBLAS", True)
 
 
 def copy_stream_count() -> int:
@@ -114,8 +114,10 @@ def copy_group_bytes() -> int:
 def kv_pair_copy() -> bool:
     """Whether KV copy-ahead copies a layer's host K and V by one 2-D memcpy where both sides
     are adjacent in memory (every host request staged): off, or $DAK_KV_PAIR_COPY=1 for
-    experiments (OPT-30B at 5%: 96 of its 336 copies a step are K and V, 7.3 MB each)."""
-    return _env_int("DAK_KV_PAIR_COPY", 0, 0, 1) == 1
+    experiments (OPT-30B at 5%: 96 of its 336 copies a step are K and V, 7.3 MB each). H200,
+    eleventh session: 58.01 vs 58.77 ms on OPT-30B at 5% (one call, within the calls' ~1%
+    noise); with 128 MiB copy groups 5% slower on Llama-2-7B at 5%: not a default."""
+    return env_flag("DAK_KV_PAIR_COPY", False)
 
 
 def kv_copy_stream_name() -> str:
