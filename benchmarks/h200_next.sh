@@ -27,6 +27,9 @@ F3) # (not run yet) DAK_COPY_WRAP=1 (eleventh session, CPU-tested only): the ste
     e2e="python3 -m dak bench e2e --models opt-6.7b,llama-2-7b --batch 8 --ratios 2,5,10 --systems dak-consolidated"
     step 100 $e2e --out "$OUT/e2e-f3-default.json"
     step 100 env DAK_COPY_WRAP=1 $e2e --out "$OUT/e2e-f3-wrap.json"
+    # Llama-3-8B all in HBM: generate's TPOT (4.70-4.78 ms) against back-to-back replays of each bucket graph
+    # (E1's profiled replays: 4.60 ms a step, GPU busy 4.55): how much of a token lies outside the graph
+    step 80 python3 benchmarks/profile_step.py --model llama-3-8b --ratios 0 --steps 2 --out "$OUT/step-llama-3-8b-f3.json"
     ;;
 F2) # F1: 128 MiB copy groups + KV pair copy 57.53 ms vs default 58.47/58.27 on OPT-30B at 5%: the same pair
     # beyond OPT-30B before it can be a default; the KV copy-ahead GPU tests (test defect fixed) off and on;

@@ -115,6 +115,27 @@ def graph_timeline(engine: Engine, steps: int, trace: str | None = None) -> dict
     return link_report(spans, steps, lambda n: category(n) == "copy engine", category)
 
 
+def replay_times(engine: Engine, steps: int = 20) -> dict | None:
+    """GPU: ms per replay of each KV-length bucket's decode graph, `steps` back to back, timed by
+    CUDA events without the profiler (None off the GPU). Set beside generate's TPOT, it says how
+    much of a token's time lies outside the graph (launch, bucket switches, the loop)."""
+    graphs = engine._bucket_graphs.get(Sampling())
+    if engine.device.type != "cuda" or not graphs:
+        return None
+    out = {}
+    for cap, g in graphs:
+        g.replay()  # the first launch uploads the graph
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize(engine.device)
+        start.record()
+        for _ in range(steps):
+            g.replay()
+        end.record()
+        torch.cuda.synchronize(engine.device)
+        out[str(cap)] = start.elapsed_time(end) / steps
+    return out
+
+
 POLICIES = ("consolidated", "greedy", "uniform")  # dak.offload policies
 BASELINES = ("prefetch", "uva")  # built as `dak bench e2e` builds them, same Engine and graphs
 
@@ -162,6 +183,8 @@ def run(model_name, batch, prompt_len, gen_len, ratio, steps, policy="consolidat
         eager.prefill(ids_dev, torch.full((batch,), prompt_len, dtype=torch.int32, device=eager.device))
         table, busy, kernels = profile_steps(eager, steps)
         timeline = graph_timeline(engine, steps, trace and f"{trace}-x{ratio:g}.json")
+        replays = replay_times(engine)
+        tpot_again = engine.generate(ids.to(engine.device), gen_len).tpot_s if replays else None
         return {"model": model_name, "batch": batch, "x_req": ratio, "policy": policy, "fused_projections": fuse,
                 "offload_ratio": placement.offload_ratio, "tpot_graph_s": tpot,
                 "planned_step_s": placement.step_time_s, "predicted_s": placement.predicted_s,
@@ -170,7 +193,7 @@ def run(model_name, batch, prompt_len, gen_len, ratio, steps, policy="consolidat
                                sorted(table.items(), key=lambda kv: -kv[1][1])},
                 "top_kernels": [{"name": k, "category": c, "kernels_per_step": n, "us_per_step": us}
                                 for k, c, n, us in kernels],
-                "graph_timeline": timeline}
+                "graph_timeline": timeline, "replay_ms_by_bucket": replays, "tpot_graph_again_s": tpot_again}
     finally:
         free()
 
@@ -211,6 +234,10 @@ def main(argv=None):
             print(f"    {k['kernels_per_step']:7.1f} x {k['us_per_step'] / 1e3:8.3f} ms  [{k['category']}] {k['name'][:110]}")
         if row["graph_timeline"] and "note" not in row["graph_timeline"]:
             print("\n".join(describe(row["graph_timeline"])))
+        if row["replay_ms_by_bucket"]:
+            by = ", ".join(f"cap {c}: {ms:.3f}" for c, ms in row["replay_ms_by_bucket"].items())
+            print(f"    graph replays back to back (ms): {by}; generate again: TPOT "
+                  f"{1e3 * row['tpot_graph_again_s']:.3f} ms")
     write_json(a.out, {"meta": metadata(), "rows": rows})
     print(f"wrote {a.out}")
 

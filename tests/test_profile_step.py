@@ -24,6 +24,8 @@ def test_profiles_a_dak_policy_and_a_baseline(policy, fuse):
     assert row["categories"]
     top = [k["us_per_step"] for k in row["top_kernels"]]
     assert top and top == sorted(top, reverse=True) and sum(top) <= row["busy_us_per_step"] * (1 + 1e-9)
+    gpu = torch.cuda.is_available()  # replay timings need captured graphs
+    assert (row["replay_ms_by_bucket"] is not None) == gpu and (row["tpot_graph_again_s"] is not None) == gpu
 
 
 def test_a_baseline_that_cannot_be_built_says_why():
