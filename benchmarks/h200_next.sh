@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh F3|F2|F1|E2|E1|D3|D2|D1|C4|C3|C2|C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V
+#   bash benchmarks/h200_next.sh F4|F3|F2|F1|E2|E1|D3|D2|D1|C4|C3|C2|C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -18,18 +18,24 @@ step() {  # step SECONDS COMMAND...: run with a time limit, log the tail, never 
 case "$1" in
 F3) # (not run yet) DAK_COPY_WRAP=1 (eleventh session, CPU-tested only): the step's last copy refills the chain's
     # first slot for the next step, so the first copy rides the tail (LM head) instead of stalling the start.
-    # Its GPU tests, then default vs wrap in one call on the link-bound rows, prefetch beside
+    # Its GPU tests, then OPT-30B at 5/10%: default, wrap, wrap + 128 MiB copy groups (a group makes the first
+    # copy 2.4 ms long: wrap should matter most there), prefetch beside, one call
     step 150 python3 -u -m pytest -q -p no:cacheprovider tests/test_copy_ahead_gpu.py
     step 120 python3 -u -m pytest -q -p no:cacheprovider tests/test_runtime_gpu.py -k "wrapped or kv_bucket"
     e2e="python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 5,10"
-    step 150 $e2e --systems dak-consolidated,prefetch --out "$OUT/e2e-opt-30b-f3-default.json"
-    step 100 env DAK_COPY_WRAP=1 $e2e --systems dak-consolidated --out "$OUT/e2e-opt-30b-f3-wrap.json"
+    step 120 $e2e --systems dak-consolidated,prefetch --out "$OUT/e2e-opt-30b-f3-default.json"
+    step 80 env DAK_COPY_WRAP=1 $e2e --systems dak-consolidated --out "$OUT/e2e-opt-30b-f3-wrap.json"
+    step 80 env DAK_COPY_WRAP=1 DAK_COPY_GROUP_MIB=128 $e2e --systems dak-consolidated \
+        --out "$OUT/e2e-opt-30b-f3-wrap-groups.json"
+    ;;
+F4) # (not run yet) after F3: default vs DAK_COPY_WRAP=1 on OPT-6.7B and Llama-2-7B at 2/5/10%; then Llama-3-8B all
+    # in HBM: generate's TPOT (4.70-4.78 ms) against back-to-back replays of each bucket graph (E1's profiled
+    # replays: 4.60 ms a step, GPU busy 4.55): how much of a token lies outside the graph
     e2e="python3 -m dak bench e2e --models opt-6.7b,llama-2-7b --batch 8 --ratios 2,5,10 --systems dak-consolidated"
-    step 100 $e2e --out "$OUT/e2e-f3-default.json"
-    step 100 env DAK_COPY_WRAP=1 $e2e --out "$OUT/e2e-f3-wrap.json"
-    # Llama-3-8B all in HBM: generate's TPOT (4.70-4.78 ms) against back-to-back replays of each bucket graph
-    # (E1's profiled replays: 4.60 ms a step, GPU busy 4.55): how much of a token lies outside the graph
-    step 80 python3 benchmarks/profile_step.py --model llama-3-8b --ratios 0 --steps 2 --out "$OUT/step-llama-3-8b-f3.json"
+    step 120 $e2e --out "$OUT/e2e-f4-default.json"
+    step 120 env DAK_COPY_WRAP=1 $e2e --out "$OUT/e2e-f4-wrap.json"
+    step 100 python3 benchmarks/profile_step.py --model llama-3-8b --ratios 0 --steps 2 --out "$OUT/step-llama-3-8b-f4.json"
+    step 150 python3 -u -m pytest -q -p no:cacheprovider tests/test_runtime_gpu.py
     ;;
 F2) # F1: 128 MiB copy groups + KV pair copy 57.53 ms vs default 58.47/58.27 on OPT-30B at 5%: the same pair
     # beyond OPT-30B before it can be a default; the KV copy-ahead GPU tests (test defect fixed) off and on;

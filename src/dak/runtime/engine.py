@@ -169,6 +169,9 @@ class Engine:
                 graphs.append((cap, g))
         finally:
             self.kv.set_copy_rows(None)
+        for _, g in graphs:  # a graph's first launch uploads it: do that here, not in the first tokens
+            self.kv.lengths.zero_()
+            g.replay()
         torch.cuda.synchronize(self.device)
         self.kv.lengths.zero_()
         self._graphs[s] = graphs[-1][1]
