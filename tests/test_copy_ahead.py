@@ -177,3 +177,20 @@ def test_an_aborted_step_unprimes_its_wrapped_chains():
         pass
     assert not chain.primed and step.wrapped == []
     assert copy_ahead.prime([copy_ahead.Chain(wrap=True, primed=True)]) == 0, "primed chains need nothing"
+
+
+def test_freeing_a_model_unlinks_its_chain(monkeypatch):
+    """dak_free drops every operator's chain entry, so a wrapped chain's own slots go at once."""
+    import dak
+    from dak.runtime.engine import Sampling
+    monkeypatch.setenv("DAK_COPY_WRAP", "1")
+    model = dak.offload("tiny-llama", batch=3, max_len=40, host_ratio=0.3, dtype=torch.bfloat16, tune=False)
+    engine = model.dak_engine
+    engine.kv.lengths.zero_()
+    with torch.no_grad(), copy_ahead.record_chain() as order:
+        engine._step(Sampling())
+    assert copy_ahead.link_chain(order, engine.batch) == len(order) > 0
+    chain, = copy_ahead.chains_of(order)
+    assert chain.slots and chain.head[0] is order[0]
+    model.dak_free()
+    assert all(getattr(m, "_ahead", None) is None for m in model.modules())

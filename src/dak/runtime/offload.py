@@ -220,8 +220,10 @@ def _free(self) -> None:
 
     Pinned memory is returned once the buffers' last views are gone; HBM once the caller drops
     the model (shared staging and split-K workspaces stay for the next model)."""
+    from dak.kernels.copy_ahead import unlink
     from dak.runtime.embedding import SplitEmbedding
     self.dak_engine.release_graphs()
+    unlink(self.modules())  # a wrapped copy-ahead chain's own slots go with it
     self.dak_kv.free()
     for mod in self.modules():
         host = getattr(mod, "_host", None)
