@@ -27,6 +27,8 @@ F3) # (not run yet) DAK_COPY_WRAP=1 (eleventh session, CPU-tested only): the ste
     step 80 env DAK_COPY_WRAP=1 $e2e --systems dak-consolidated --out "$OUT/e2e-opt-30b-f3-wrap.json"
     step 80 env DAK_COPY_WRAP=1 DAK_COPY_GROUP_MIB=128 $e2e --systems dak-consolidated \
         --out "$OUT/e2e-opt-30b-f3-wrap-groups.json"
+    step 80 env DAK_COPY_WRAP=1 python3 benchmarks/profile_step.py --model opt-30b --ratios 0.05 --steps 2 \
+        --out "$OUT/step-opt-30b-f3-wrap.json"  # the link's idle time a step, against C4's 1.44 ms
     ;;
 F4) # (not run yet) after F3: default vs DAK_COPY_WRAP=1 on OPT-6.7B and Llama-2-7B at 2/5/10%; then Llama-3-8B all
     # in HBM: generate's TPOT (4.70-4.78 ms) against back-to-back replays of each bucket graph (E1's profiled
