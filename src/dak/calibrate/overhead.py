@@ -57,12 +57,10 @@ def _cut_configs(model: str, depths: tuple[int, int]):
 
 def overhead_field(model: str) -> str:
     """The profile field a layer slope measured on `model` sets: fused_layer_overhead_s when dak
-    fuses its decoder layers (gated MLP, $DAK_FUSED_LAYER on; dak.planner.overhead), else
-    layer_overhead_s."""
-    from ..shares import fused_layer_enabled
+    fuses its decoder layers (dak.planner.overhead.fuses_layers), else layer_overhead_s."""
+    from ..planner.overhead import fuses_layers
     name, cfg = load_config(model)
-    fused = ModelSpec.from_config(cfg, name=name).gated_mlp and fused_layer_enabled()
-    return "fused_layer_overhead_s" if fused else "layer_overhead_s"
+    return "fused_layer_overhead_s" if fuses_layers(ModelSpec.from_config(cfg, name=name)) else "layer_overhead_s"
 
 
 def measured_layer_slope(model: str, workload: Workload, profile, depths: tuple[int, int] = (1, 3),

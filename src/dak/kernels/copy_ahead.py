@@ -173,11 +173,11 @@ class Step:
                 for m, stage in _stages(mod, self.device):
                     self.issued[id(m)] = ([ready] * len(m._ahead.plan.chunks), stage)
                 return
-        self._copy(mod, copy_stream(self.device, spec.slot))
+        self.issued.update(self._copy(mod, copy_stream(self.device, spec.slot)))
 
-    def _copy(self, mod, copy_s) -> None:
+    def _copy(self, mod, copy_s) -> dict:
         """One memcpy of `mod`'s unit (its group, or its own chunks) into its slot once the
-        slot's last readers are done; every member gets its rows' view and landed events."""
+        slot's last readers are done; returns {id(member): (landed events, its rows' view)}."""
         from dak.kernels.split_linear_ce import issue_copies
         spec = mod._ahead
         if spec.slot in self.freed:
@@ -185,15 +185,13 @@ class Step:
         stages = _stages(mod, self.device)
         if spec.group is None:
             (m, stage), = stages
-            self.issued[id(m)] = (issue_copies(m.w_host, spec.plan, stage, copy_s), stage)
-            return
+            return {id(m): (issue_copies(m.w_host, spec.plan, stage, copy_s), stage)}
         group = spec.group
         with torch.cuda.stream(copy_s):
             _unit_slot(mod, self.device)[:group.numel].copy_(group.src, non_blocking=True)
             landed = torch.cuda.Event()
             landed.record(copy_s)
-        for m, stage in stages:
-            self.issued[id(m)] = ([landed] * len(m._ahead.plan.chunks), stage)
+        return {id(m): ([landed] * len(m._ahead.plan.chunks), stage) for m, stage in stages}
 
     def release(self, mod, stream: torch.cuda.Stream) -> None:
         """`mod`'s GEMMs on `stream` are the last readers of its slot so far in this step. A second
@@ -215,8 +213,6 @@ class Step:
         for chain in self.wrapped:  # refill the first unit's slot for the next step
             self._copy(chain.head[0], copy_stream(self.device, chain.head[0]._ahead.slot))
             chain.primed = True
-        for m in (m for chain in self.wrapped for m in chain.head):
-            self.issued.pop(id(m), None)
         for cs in copy_streams(self.device):
             torch.cuda.current_stream(self.device).wait_stream(cs)
 
@@ -244,7 +240,7 @@ def chains_of(modules) -> list:
     out = []
     for mod in modules:
         spec = getattr(mod, "_ahead", None)
-        if spec is not None and spec.chain.wrap and spec.chain.head and all(c is not spec.chain for c in out):
+        if spec is not None and spec.chain.wrap and all(c is not spec.chain for c in out):
             out.append(spec.chain)
     return out
 

@@ -24,11 +24,17 @@ from .curves import curve_for
 PROJECTION_GROUPS = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"))  # HF names, call order
 
 
+def fuses_layers(spec: ModelSpec) -> bool:
+    """Whether dak runs `spec`'s decoder layers fused: gated-MLP (Llama-family) layers while
+    $DAK_FUSED_LAYER is on (dak.runtime.fused)."""
+    return spec.gated_mlp and fused_layer_enabled()
+
+
 def layer_overhead(spec: ModelSpec, profile: HardwareProfile) -> float:
     """Seconds per decoder layer outside the planned operators: the profile's
-    fused_layer_overhead_s for gated-MLP (Llama-family) layers while dak fuses them
-    ($DAK_FUSED_LAYER, dak.runtime.fused), where the profile states it; else layer_overhead_s."""
-    if spec.gated_mlp and profile.fused_layer_overhead_s and fused_layer_enabled():
+    fused_layer_overhead_s for layers dak fuses (`fuses_layers`), where the profile states it;
+    else layer_overhead_s."""
+    if profile.fused_layer_overhead_s and fuses_layers(spec):
         return profile.fused_layer_overhead_s
     return profile.layer_overhead_s
 
