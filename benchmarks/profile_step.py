@@ -115,24 +115,42 @@ def graph_timeline(engine: Engine, steps: int, trace: str | None = None) -> dict
     return link_report(spans, steps, lambda n: category(n) == "copy engine", category)
 
 
+def replay_window(cap: int, steps: int) -> tuple[int, int]:
+    """(start length, replays) for timing a bucket graph of cache length `cap`: each replay adds
+    one token, so `replays` <= `steps` replays from `start` end at `cap`, never past it (past the
+    bucket, a copy-engine path's staged slot has no row for the token: an out-of-bounds write)."""
+    if cap < 2:
+        raise ValueError(f"a bucket of cache length {cap} leaves no room to time replays (need >= 2)")
+    n = max(1, min(steps, cap - 1))
+    return cap - n, n
+
+
 def replay_times(engine: Engine, steps: int = 20) -> dict | None:
-    """GPU: ms per replay of each KV-length bucket's decode graph, `steps` back to back, timed by
-    CUDA events without the profiler (None off the GPU). Set beside generate's TPOT, it says how
-    much of a token's time lies outside the graph (launch, bucket switches, the loop)."""
+    """GPU: ms per replay of each KV-length bucket's decode graph, up to `steps` back to back
+    (replay_window: the cache lengths stay inside the bucket), timed by CUDA events without the
+    profiler (None off the GPU). Set beside generate's TPOT, it says how much of a token's time
+    lies outside the graph (launch, bucket switches, the loop). The cache lengths are restored."""
     graphs = engine._bucket_graphs.get(Sampling())
     if engine.device.type != "cuda" or not graphs:
         return None
+    saved, lengths = engine.kv.lengths.clone(), engine.kv.lengths
     out = {}
-    for cap, g in graphs:
-        g.replay()  # the first launch uploads the graph
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda.synchronize(engine.device)
-        start.record()
-        for _ in range(steps):
-            g.replay()
-        end.record()
-        torch.cuda.synchronize(engine.device)
-        out[str(cap)] = start.elapsed_time(end) / steps
+    try:
+        for cap, g in graphs:
+            start, n = replay_window(cap, steps)
+            lengths.fill_(start)
+            g.replay()  # the first launch uploads the graph
+            lengths.fill_(start)
+            begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            torch.cuda.synchronize(engine.device)
+            begin.record()
+            for _ in range(n):
+                g.replay()
+            end.record()
+            torch.cuda.synchronize(engine.device)
+            out[str(cap)] = begin.elapsed_time(end) / n
+    finally:
+        lengths.copy_(saved)
     return out
 
 

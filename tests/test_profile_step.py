@@ -38,3 +38,16 @@ def test_a_baseline_that_cannot_be_built_says_why():
 def test_too_few_generated_tokens_for_the_profiled_steps_is_refused():
     with pytest.raises(ValueError, match=r"gen_len \(3\) must be >= 2 x steps \(2\)"):
         profile_step.run("tiny-llama", 2, 4, 3, 0.1, 2, "consolidated")
+
+
+@pytest.mark.parametrize("cap,steps", [(16, 20), (64, 20), (2, 5), (37, 1)])
+def test_timed_replays_stay_inside_their_bucket(cap, steps):
+    # F3 on the H200: 20 replays of each bucket graph after a generate pushed the cache lengths
+    # past max_len, and the copy-engine attention wrote its token out of its staged slot
+    start, n = profile_step.replay_window(cap, steps)
+    assert 1 <= start and 1 <= n <= steps and start + n == cap
+
+
+def test_a_bucket_too_short_to_time_is_refused():
+    with pytest.raises(ValueError, match="cache length 1 leaves no room"):
+        profile_step.replay_window(1, 20)
