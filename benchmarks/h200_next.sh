@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh F4|F3|F2|F1|E2|E1|D3|D2|D1|C4|C3|C2|C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V
+#   bash benchmarks/h200_next.sh F5|F4|F3|F2|F1|E2|E1|D3|D2|D1|C4|C3|C2|C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -16,7 +16,7 @@ step() {  # step SECONDS COMMAND...: run with a time limit, log the tail, never 
     rm -f "$OUT/.step.log"
 }
 case "$1" in
-F3) # (not run yet) DAK_COPY_WRAP=1 (eleventh session, CPU-tested only): the step's last copy refills the chain's
+F3) # (ran: twelfth session) DAK_COPY_WRAP=1 (eleventh session, CPU-tested only): the step's last copy refills the chain's
     # first slot for the next step, so the first copy rides the tail (LM head) instead of stalling the start.
     # Its GPU tests, then OPT-30B at 5/10%: default, wrap, wrap + 128 MiB copy groups (a group makes the first
     # copy 2.4 ms long: wrap should matter most there), prefetch beside, one call
@@ -30,7 +30,19 @@ F3) # (not run yet) DAK_COPY_WRAP=1 (eleventh session, CPU-tested only): the ste
     step 80 env DAK_COPY_WRAP=1 python3 benchmarks/profile_step.py --model opt-30b --ratios 0.05 --steps 2 \
         --out "$OUT/step-opt-30b-f3-wrap.json"  # the link's idle time a step, against C4's 1.44 ms
     ;;
-F4) # (not run yet) after F3: default vs DAK_COPY_WRAP=1 on OPT-6.7B and Llama-2-7B at 2/5/10%; then Llama-3-8B all
+F5) # F3/F4: wrap no gain. C4's profile: OPT-30B at 5% makes 336 copies a step (median 147 us, ~9 MB), the link
+    # busy 59.3 ms for 3.03 GB (51 GB/s) where prefetch's layer copies run at 54.9 GB/s: the copy size costs ~4 ms.
+    # 128 MiB groups + KV pair copy should make copies big, yet gained only ~1 ms: profile it (copies a step, link
+    # busy, idle), with the wrap too (F3's wrap profile crashed in profile_step's replay timing, fixed), and
+    # Llama-2-7B at 5% where the pair was 5% slower
+    p="python3 benchmarks/profile_step.py --steps 2"
+    step 150 env DAK_COPY_GROUP_MIB=128 DAK_KV_PAIR_COPY=1 $p --model opt-30b --ratios 0.05 --out "$OUT/step-opt-30b-f5-groups-pair.json"
+    step 150 env DAK_COPY_GROUP_MIB=128 DAK_KV_PAIR_COPY=1 DAK_COPY_WRAP=1 $p --model opt-30b --ratios 0.05 \
+        --out "$OUT/step-opt-30b-f5-groups-pair-wrap.json"
+    step 90 env DAK_COPY_GROUP_MIB=128 DAK_KV_PAIR_COPY=1 $p --model llama-2-7b --ratios 0.05 --out "$OUT/step-llama-2-7b-f5-groups-pair.json"
+    step 90 $p --model llama-2-7b --ratios 0.05 --out "$OUT/step-llama-2-7b-f5-default.json"
+    ;;
+F4) # (ran: twelfth session) after F3: default vs DAK_COPY_WRAP=1 on OPT-6.7B and Llama-2-7B at 2/5/10%; then Llama-3-8B all
     # in HBM: generate's TPOT (4.70-4.78 ms) against back-to-back replays of each bucket graph (E1's profiled
     # replays: 4.60 ms a step, GPU busy 4.55): how much of a token lies outside the graph
     e2e="python3 -m dak bench e2e --models opt-6.7b,llama-2-7b --batch 8 --ratios 2,5,10 --systems dak-consolidated"
