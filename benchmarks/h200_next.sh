@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh F5|F4|F3|F2|F1|E2|E1|D3|D2|D1|C4|C3|C2|C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V
+#   bash benchmarks/h200_next.sh F6|F5|F4|F3|F2|F1|E2|E1|D3|D2|D1|C4|C3|C2|C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -30,7 +30,19 @@ F3) # (ran: twelfth session) DAK_COPY_WRAP=1 (eleventh session, CPU-tested only)
     step 80 env DAK_COPY_WRAP=1 python3 benchmarks/profile_step.py --model opt-30b --ratios 0.05 --steps 2 \
         --out "$OUT/step-opt-30b-f3-wrap.json"  # the link's idle time a step, against C4's 1.44 ms
     ;;
-F5) # F3/F4: wrap no gain. C4's profile: OPT-30B at 5% makes 336 copies a step (median 147 us, ~9 MB), the link
+F6) # F5: 128 MiB groups + KV pair copy cut OPT-30B's copies from 336 to 66 a step, yet the link stayed busy
+    # 58.2 ms for 3.03 GB (52 GB/s; prefetch's layer copies 55): which copies are slow? Traces of one call: default,
+    # groups + pair, prefetch; per (stream, size) rates by trace_copies.py
+    p="python3 benchmarks/profile_step.py --steps 2 --model opt-30b --ratios 0.05"
+    step 120 env DAK_COPY_GROUP_MIB=128 DAK_KV_PAIR_COPY=1 $p --out "$OUT/step-opt-30b-f6-groups-pair.json" --trace "$OUT/trace-gp"
+    step 120 $p --out "$OUT/step-opt-30b-f6-default.json" --trace "$OUT/trace-default"
+    step 120 $p --policy prefetch --out "$OUT/step-opt-30b-f6-prefetch.json" --trace "$OUT/trace-prefetch"
+    for t in gp default prefetch; do
+        step 60 python3 benchmarks/trace_copies.py "$OUT/trace-$t-x0.05.json" --steps 2
+        gzip -f "$OUT/trace-$t-x0.05.json"
+    done
+    ;;
+F5) # (ran: twelfth session) F3/F4: wrap no gain. C4's profile: OPT-30B at 5% makes 336 copies a step (median 147 us, ~9 MB), the link
     # busy 59.3 ms for 3.03 GB (51 GB/s) where prefetch's layer copies run at 54.9 GB/s: the copy size costs ~4 ms.
     # 128 MiB groups + KV pair copy should make copies big, yet gained only ~1 ms: profile it (copies a step, link
     # busy, idle), with the wrap too (F3's wrap profile crashed in profile_step's replay timing, fixed), and
