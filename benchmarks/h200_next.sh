@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh F6|F5|F4|F3|F2|F1|E2|E1|D3|D2|D1|C4|C3|C2|C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V
+#   bash benchmarks/h200_next.sh F7|F6|F5|F4|F3|F2|F1|E2|E1|D3|D2|D1|C4|C3|C2|C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -30,7 +30,21 @@ F3) # (ran: twelfth session) DAK_COPY_WRAP=1 (eleventh session, CPU-tested only)
     step 80 env DAK_COPY_WRAP=1 python3 benchmarks/profile_step.py --model opt-30b --ratios 0.05 --steps 2 \
         --out "$OUT/step-opt-30b-f3-wrap.json"  # the link's idle time a step, against C4's 1.44 ms
     ;;
-F6) # F5: 128 MiB groups + KV pair copy cut OPT-30B's copies from 336 to 66 a step, yet the link stayed busy
+F7) # F6's traces: dak's 120-130 MB group copies ran at 49.4-54.6 GB/s with no kernel beside them, prefetch's
+    # 66 MB copies at 55.4 beside GEMMs: the source memory's physical layout? probe_pin_layout (cudaHostAlloc,
+    # cudaHostRegister, THP-backed register; fresh and after fragmenting 32 GiB), then OPT-30B at 5/10% with
+    # DAK_PIN_METHOD=thp (dak and prefetch both: prefetch's buffers are PinnedBuffers too) against the default
+    step 150 python3 benchmarks/probe_pin_layout.py --out "$OUT/probe-pin-layout.json"
+    step 60 python3 -u -m pytest -q -p no:cacheprovider tests/test_host_release.py
+    e2e="python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 5,10 --systems dak-consolidated,prefetch"
+    step 150 env DAK_PIN_METHOD=thp $e2e --out "$OUT/e2e-opt-30b-f7-thp.json"
+    step 150 $e2e --out "$OUT/e2e-opt-30b-f7-default.json"
+    step 100 env DAK_PIN_METHOD=thp python3 benchmarks/profile_step.py --steps 2 --model opt-30b --ratios 0.05 \
+        --out "$OUT/step-opt-30b-f7-thp.json" --trace "$OUT/trace-thp"
+    step 60 python3 benchmarks/trace_copies.py "$OUT/trace-thp-x0.05.json" --steps 2
+    gzip -f "$OUT/trace-thp-x0.05.json"
+    ;;
+F6) # (ran: twelfth session) F5: 128 MiB groups + KV pair copy cut OPT-30B's copies from 336 to 66 a step, yet the link stayed busy
     # 58.2 ms for 3.03 GB (52 GB/s; prefetch's layer copies 55): which copies are slow? Traces of one call: default,
     # groups + pair, prefetch; per (stream, size) rates by trace_copies.py
     p="python3 benchmarks/profile_step.py --steps 2 --model opt-30b --ratios 0.05"

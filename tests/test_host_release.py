@@ -41,7 +41,7 @@ def test_pinned_bytes_counts_deferred_memory_until_released(monkeypatch):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (run on the device machine)")
-@pytest.mark.parametrize("method", ["alloc", "register"])
+@pytest.mark.parametrize("method", ["alloc", "register", "thp"])
 def test_buffer_dropped_inside_capture_keeps_the_capture_valid(monkeypatch, method):
     monkeypatch.setattr(host, "PIN_METHOD", method)
     before = host.pinned_bytes()
@@ -67,3 +67,13 @@ def test_unknown_pin_method_is_refused_at_import():
     env = dict(os.environ, DAK_PIN_METHOD="bogus")
     r = subprocess.run([sys.executable, "-c", "import dak.host"], env=env, capture_output=True, text=True)
     assert r.returncode != 0 and "DAK_PIN_METHOD must be one of alloc, alloc-wc, register" in r.stderr
+
+
+@pytest.mark.parametrize("nbytes", [1, 4096 * 3 + 17, (2 << 20) + 5])
+def test_thp_memory_is_huge_page_aligned_zeroed_and_kept_alive(nbytes):
+    import gc
+    t = host._thp_bytes(nbytes)
+    assert t.numel() == nbytes and t.data_ptr() % (2 << 20) == 0 and not t.any()
+    gc.collect()  # the mapping lives as long as the tensor
+    t.fill_(7)
+    assert int(t.sum()) == 7 * nbytes

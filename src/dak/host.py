@@ -17,6 +17,7 @@ and `pinned_bytes()` call.
 from __future__ import annotations
 
 import ctypes
+import mmap
 import os
 import weakref
 
@@ -28,8 +29,9 @@ TMA_ALIGN = 16
 # 'alloc': cudaHostAlloc through cuda-bindings (falls back to 'register' without it);
 # 'alloc-wc': the same, write-combined (the CPU writes it fast and reads it very slowly; copies
 # and GPU reads skip the CPU caches' snoop: an experiment); 'register': cudaHostRegister of an
-# ordinary CPU allocation.
-PIN_METHODS = ("alloc", "alloc-wc", "register")
+# ordinary CPU allocation; 'thp': cudaHostRegister of 2 MiB-aligned anonymous memory advised
+# MADV_HUGEPAGE (physically contiguous 2 MiB runs where the kernel has them: an experiment).
+PIN_METHODS = ("alloc", "alloc-wc", "register", "thp")
 PIN_METHOD = os.environ.get("DAK_PIN_METHOD", "alloc")
 if PIN_METHOD not in PIN_METHODS:
     raise ValueError(f"DAK_PIN_METHOD must be one of {', '.join(PIN_METHODS)}, got {PIN_METHOD!r}")
@@ -75,6 +77,23 @@ def _host_alloc(nbytes: int, write_combined: bool = False):
                 pass
 
     return torch.frombuffer(_PinnedBytes.from_address(ptr), dtype=torch.uint8)
+
+
+_HUGE = 2 << 20
+
+
+def _thp_bytes(nbytes: int) -> torch.Tensor:
+    """`nbytes` of 2 MiB-aligned anonymous memory advised MADV_HUGEPAGE and touched (so the kernel
+    backs it with huge pages where it can), as a uint8 CPU tensor that keeps its mapping alive."""
+    size = -(-nbytes // _HUGE) * _HUGE
+    whole = torch.frombuffer(mmap.mmap(-1, size + _HUGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS),
+                             dtype=torch.uint8)
+    off = (-whole.data_ptr()) % _HUGE
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.madvise(ctypes.c_void_p(whole.data_ptr() + off), ctypes.c_size_t(size), 14)  # MADV_HUGEPAGE
+    out = whole[off:off + nbytes]
+    out.zero_()
+    return out
 
 
 def pinned_bytes() -> int:
@@ -166,6 +185,8 @@ class PinnedBuffer:
         if alloc is not None:
             self._storage = alloc.view(dtype).view(rows, pcols)
             self.pinned, self.method = True, "cudaHostAlloc" + (" (write-combined)" if wc else "")
+        elif gpu and self.nbytes and PIN_METHOD == "thp":
+            self._storage = _thp_bytes(self.nbytes).view(dtype).view(rows, pcols)
         else:
             self._storage = torch.empty((rows, pcols), dtype=dtype)
         self.tensor = self._storage[:, :cols]
@@ -181,7 +202,7 @@ class PinnedBuffer:
                 f"cudaHostRegister of {self.nbytes} bytes failed with CUDA error {int(err)}; "
                 "the host may be out of lockable memory (check `ulimit -l` and free RAM)"
             )
-        self.pinned, self.method = True, "cudaHostRegister"
+        self.pinned, self.method = True, "cudaHostRegister" + (" (THP)" if PIN_METHOD == "thp" else "")
         _LIVE[0] += self.nbytes
         self._finalizer = weakref.finalize(self, _unregister, ptr, self._storage, self.nbytes)
 
