@@ -63,9 +63,10 @@ def category(name: str) -> str:
     return "other"
 
 
-def profile_steps(engine: Engine, steps: int, top: int = 30):
+def profile_steps(engine: Engine, steps: int, top: int = 30, trace: str | None = None):
     """(category -> (kernels per step, GPU us per step), busy us per step, the `top` kernel names by
-    GPU time: [(name, category, kernels per step, us per step)]) over `steps` eager steps."""
+    GPU time: [(name, category, kernels per step, us per step)]) over `steps` eager steps.
+    `trace`: also write their Chrome trace there (GPU: eager copies against graph-replayed ones)."""
     from torch.profiler import ProfilerActivity, profile
     cuda = engine.device.type == "cuda"
     acts = [ProfilerActivity.CUDA] if cuda else [ProfilerActivity.CPU]
@@ -74,6 +75,8 @@ def profile_steps(engine: Engine, steps: int, top: int = 30):
             engine._step(Sampling())
         if cuda:
             torch.cuda.synchronize(engine.device)
+    if trace:
+        prof.export_chrome_trace(trace)
     per = defaultdict(lambda: [0, 0.0])
     names = defaultdict(lambda: [0, 0.0])
     for ev in prof.events():
@@ -199,7 +202,7 @@ def run(model_name, batch, prompt_len, gen_len, ratio, steps, policy="consolidat
         eager = Engine(engine.model, engine.kv, graphs=False)
         ids_dev = ids.to(eager.device)
         eager.prefill(ids_dev, torch.full((batch,), prompt_len, dtype=torch.int32, device=eager.device))
-        table, busy, kernels = profile_steps(eager, steps)
+        table, busy, kernels = profile_steps(eager, steps, trace=trace and f"{trace}-eager-x{ratio:g}.json")
         timeline = graph_timeline(engine, steps, trace and f"{trace}-x{ratio:g}.json")
         replays = replay_times(engine)
         tpot_again = engine.generate(ids.to(engine.device), gen_len).tpot_s if replays else None
@@ -230,14 +233,16 @@ def main(argv=None):
                     help="q/k/v and gate/up as one matmul (dak.nn.fused_proj; default as `dak bench e2e`: "
                          f"{'on' if DEFAULT_FUSE_PROJECTIONS else 'off'})")
     ap.add_argument("--out", default="step-profile.json")
-    ap.add_argument("--trace", default=None, help="GPU: write each ratio's graph-replay Chrome trace to TRACE-x<ratio>.json")
+    ap.add_argument("--trace", default=None,
+                    help="write each ratio's Chrome traces: eager steps to TRACE-eager-x<ratio>.json, "
+                         "graph replays (GPU) to TRACE-x<ratio>.json")
     a = ap.parse_args(argv)
     name = a.model
     if not torch.cuda.is_available():
         print("no GPU: profiling tiny-llama's CPU ops under the Triton interpreter (a flow check)")
         name, a.batch, a.prompt_len, a.gen_len, a.steps = "tiny-llama", 2, 4, 2, 1
         if a.trace:
-            print("no GPU: --trace ignored (it records graph replays on the GPU)")
+            print("no GPU: --trace writes the eager steps' trace only (graph replays need the GPU)")
     rows = []
     for r in (float(v) for v in a.ratios.split(",") if v):
         row = run(name, a.batch, a.prompt_len, a.gen_len, r, a.steps, a.policy, a.fuse_projections, a.trace)

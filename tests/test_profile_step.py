@@ -51,3 +51,11 @@ def test_timed_replays_stay_inside_their_bucket(cap, steps):
 def test_a_bucket_too_short_to_time_is_refused():
     with pytest.raises(ValueError, match="cache length 1 leaves no room"):
         profile_step.replay_window(1, 20)
+
+
+def test_trace_writes_the_eager_steps_trace(tmp_path):
+    out, trace = tmp_path / "p.json", tmp_path / "t"
+    profile_step.main(["--ratios", "0.1", "--steps", "1", "--out", str(out), "--trace", str(trace)])
+    import json
+    events = json.loads((tmp_path / "t-eager-x0.1.json").read_text())["traceEvents"]
+    assert events and json.loads(out.read_text())

@@ -164,3 +164,14 @@ def test_cli_generate_runs_and_rejects_bad_input(capsys):
     # without a GPU an unknown model is still an error (not silently replaced by tiny-llama)
     assert main(["generate", "--model", "no-such-model", "--gen-len", "1"]) == 2
     assert "unknown model 'no-such-model'" in capsys.readouterr().err
+
+
+def test_graphs_switch_takes_only_0_or_1(monkeypatch):
+    from dak.shares import graphs_default
+    monkeypatch.delenv("DAK_GRAPHS", raising=False)
+    assert graphs_default() is True
+    monkeypatch.setenv("DAK_GRAPHS", "0")
+    assert graphs_default() is False
+    monkeypatch.setenv("DAK_GRAPHS", "off")
+    with pytest.raises(ValueError, match="DAK_GRAPHS must be 0 or 1"):
+        graphs_default()

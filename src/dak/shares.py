@@ -105,6 +105,12 @@ def copy_wrap_enabled() -> bool:
     return env_flag("DAK_COPY_WRAP", False)
 
 
+def graphs_default() -> bool:
+    """Whether an Engine built without `graphs=` captures CUDA graphs on a GPU: yes, or
+    $DAK_GRAPHS=0 for diagnosis (eager decode steps; the host link's rate with and without graphs)."""
+    return env_flag("DAK_GRAPHS", True)
+
+
 def copy_group_bytes() -> int:
     """Bytes of consecutive chained operators copied by one memcpy (dak.kernels.copy_groups):
     0 (off), or $DAK_COPY_GROUP_MIB MiB (0 to 4096) for experiments."""

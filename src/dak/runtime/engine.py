@@ -95,7 +95,10 @@ class Engine:
         self.base = model.base_model
         self.device = kv.device
         self.batch = kv.batch
-        self.graphs = (self.device.type == "cuda") if graphs is None else graphs
+        if graphs is None:
+            from dak.shares import graphs_default
+            graphs = self.device.type == "cuda" and graphs_default()
+        self.graphs = graphs
         if self.graphs and self.device.type != "cuda":
             raise ValueError("CUDA graphs need a GPU; pass graphs=False")
         self.tok = torch.zeros(self.batch, dtype=torch.long, device=self.device)
