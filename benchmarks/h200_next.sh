@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh F8|F7|F6|F5|F4|F3|F2|F1|E2|E1|D3|D2|D1|C4|C3|C2|C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V
+#   bash benchmarks/h200_next.sh F9|F8|F7|F6|F5|F4|F3|F2|F1|E2|E1|D3|D2|D1|C4|C3|C2|C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -30,7 +30,18 @@ F3) # (ran: twelfth session) DAK_COPY_WRAP=1 (eleventh session, CPU-tested only)
     step 80 env DAK_COPY_WRAP=1 python3 benchmarks/profile_step.py --model opt-30b --ratios 0.05 --steps 2 \
         --out "$OUT/step-opt-30b-f3-wrap.json"  # the link's idle time a step, against C4's 1.44 ms
     ;;
-F8) # F6's profiles: eager steps copy dak's 2.99 GB at 54.4 GB/s (groups + pair: 55.2), the same copies in graph
+F9) # F8: the same copies run at 53-55 GB/s in eager steps and 47-51 in graph replays (prefetch's graph: 55.3).
+    # Which part of dak's graph slows them? Graph-replay traces of OPT-30B at 5% with one variant each: KV copies on
+    # the linear chain's stream, 4 slots, two copy streams, the split kernel for CE operators' HBM rows
+    p="python3 benchmarks/profile_step.py --steps 2 --model opt-30b --ratios 0.05"
+    for v in DAK_KV_COPY_STREAM=shared DAK_COPY_SLOTS=4 DAK_COPY_STREAMS=2 DAK_CE_HBM_CUBLAS=0; do
+        t="$OUT/trace-${v%%=*}"
+        step 70 env $v $p --out "$OUT/step-opt-30b-f9-${v%%=*}.json" --trace "$t"
+        step 30 python3 benchmarks/trace_copies.py "$t-x0.05.json" --steps 2
+        rm -f "$t-x0.05.json" "$t-eager-x0.05.json"
+    done
+    ;;
+F8) # (ran: twelfth session) F6's profiles: eager steps copy dak's 2.99 GB at 54.4 GB/s (groups + pair: 55.2), the same copies in graph
     # replays at 49.7 (51.4); prefetch 55.3 in both. Is it the graph? e2e with DAK_GRAPHS=0 (eager decode, dak and
     # prefetch) against graphs in the same call; eager and replay traces of dak at 5% read by trace_copies.py
     e2e="python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 5 --systems dak-consolidated,prefetch"
