@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh F9|F8|F7|F6|F5|F4|F3|F2|F1|E2|E1|D3|D2|D1|C4|C3|C2|C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V
+#   bash benchmarks/h200_next.sh F11|F10|F9|F8|F7|F6|F5|F4|F3|F2|F1|E2|E1|D3|D2|D1|C4|C3|C2|C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -30,7 +30,27 @@ F3) # (ran: twelfth session) DAK_COPY_WRAP=1 (eleventh session, CPU-tested only)
     step 80 env DAK_COPY_WRAP=1 python3 benchmarks/profile_step.py --model opt-30b --ratios 0.05 --steps 2 \
         --out "$OUT/step-opt-30b-f3-wrap.json"  # the link's idle time a step, against C4's 1.44 ms
     ;;
-F9) # F8: the same copies run at 53-55 GB/s in eager steps and 47-51 in graph replays (prefetch's graph: 55.3).
+F10) # (not run yet) F8/F9: dak's decode graph spreads over 289 graph-internal streams (one fork and join per
+    # copy-engine operator: 240 linears + 48 attentions a step at OPT-30B 5%), prefetch's over 2, eager steps over 5;
+    # copies run at 49.7 GB/s in dak's replays, 54.4 eager, 55.2 in prefetch's. DAK_CE_FORK=0 runs the staged part
+    # on the caller's stream (no fork): its GPU tests, then the trace (streams, copy rate) and OPT-30B e2e
+    step 150 env DAK_CE_FORK=0 python3 -u -m pytest -q -p no:cacheprovider tests/test_copy_ahead_gpu.py \
+        tests/test_split_linear_gpu.py tests/test_split_attention_gpu.py -k "graph or chained or copy_engine"
+    step 100 python3 -u -m pytest -q -p no:cacheprovider tests/test_runtime_gpu.py -k "unforked or kv_ahead"
+    step 90 env DAK_CE_FORK=0 python3 benchmarks/profile_step.py --steps 2 --model opt-30b --ratios 0.05 \
+        --out "$OUT/step-opt-30b-f10-nofork.json" --trace "$OUT/trace-nofork"
+    step 30 python3 benchmarks/trace_copies.py "$OUT/trace-nofork-x0.05.json" --steps 2
+    gzip -f "$OUT/trace-nofork-x0.05.json"; rm -f "$OUT/trace-nofork-eager-x0.05.json"
+    e2e="python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 5,10"
+    step 120 env DAK_CE_FORK=0 $e2e --systems dak-consolidated,prefetch --out "$OUT/e2e-opt-30b-f10-nofork.json"
+    step 90 $e2e --systems dak-consolidated --out "$OUT/e2e-opt-30b-f10-default.json"
+    ;;
+F11) # (not run yet) after F10, if DAK_CE_FORK=0 copies faster: the smaller models' rows, default against no fork
+    e2e="python3 -m dak bench e2e --models llama-2-7b,opt-6.7b,llama-3-8b --batch 8 --ratios 1,2,5,10,20"
+    step 200 $e2e --systems dak-consolidated --out "$OUT/e2e-f11-default.json"
+    step 200 env DAK_CE_FORK=0 $e2e --systems dak-consolidated --out "$OUT/e2e-f11-nofork.json"
+    ;;
+F9) # (ran: twelfth session) F8: the same copies run at 53-55 GB/s in eager steps and 47-51 in graph replays (prefetch's graph: 55.3).
     # Which part of dak's graph slows them? Graph-replay traces of OPT-30B at 5% with one variant each: KV copies on
     # the linear chain's stream, 4 slots, two copy streams, the split kernel for CE operators' HBM rows
     p="python3 benchmarks/profile_step.py --steps 2 --model opt-30b --ratios 0.05"

@@ -29,9 +29,11 @@ def _chain(seed, dtype=torch.bfloat16, n=8, dims=(512, 1400, 700, 512, 2100, 512
     return mods, run
 
 
-@pytest.mark.parametrize("streams,slots,group", [("1", "2", "0"), ("2", "2", "0"), ("1", "4", "0"), ("2", "3", "0"),
-                                                 ("1", "2", "64"), ("2", "3", "2")])
-def test_chained_step_under_graph_capture_matches_unchained(streams, slots, group, monkeypatch):
+@pytest.mark.parametrize("streams,slots,group,fork", [("1", "2", "0", "1"), ("2", "2", "0", "1"), ("1", "4", "0", "1"),
+                                                      ("2", "3", "0", "1"), ("1", "2", "64", "1"), ("2", "3", "2", "1"),
+                                                      ("1", "2", "0", "0"), ("2", "3", "64", "0")])
+def test_chained_step_under_graph_capture_matches_unchained(streams, slots, group, fork, monkeypatch):
+    monkeypatch.setenv("DAK_CE_FORK", fork)  # 0: staged GEMMs on the caller's stream, no fork
     monkeypatch.setenv("DAK_COPY_STREAMS", streams)  # 2: alternate two copy streams
     monkeypatch.setenv("DAK_COPY_SLOTS", slots)
     monkeypatch.setenv("DAK_COPY_GROUP_MIB", group)  # > 0: consecutive operators copied by one memcpy

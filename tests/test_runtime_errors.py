@@ -166,12 +166,15 @@ def test_cli_generate_runs_and_rejects_bad_input(capsys):
     assert "unknown model 'no-such-model'" in capsys.readouterr().err
 
 
-def test_graphs_switch_takes_only_0_or_1(monkeypatch):
-    from dak.shares import graphs_default
-    monkeypatch.delenv("DAK_GRAPHS", raising=False)
-    assert graphs_default() is True
-    monkeypatch.setenv("DAK_GRAPHS", "0")
-    assert graphs_default() is False
-    monkeypatch.setenv("DAK_GRAPHS", "off")
-    with pytest.raises(ValueError, match="DAK_GRAPHS must be 0 or 1"):
-        graphs_default()
+
+@pytest.mark.parametrize("name,switch", [("DAK_GRAPHS", "graphs_default"), ("DAK_CE_FORK", "ce_fork_enabled")])
+def test_diagnostic_switches_take_only_0_or_1(monkeypatch, name, switch):
+    import dak.shares
+    fn = getattr(dak.shares, switch)
+    monkeypatch.delenv(name, raising=False)
+    assert fn() is True
+    monkeypatch.setenv(name, "0")
+    assert fn() is False
+    monkeypatch.setenv(name, "off")
+    with pytest.raises(ValueError, match=f"{name} must be 0 or 1"):
+        fn()

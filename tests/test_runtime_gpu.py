@@ -118,6 +118,28 @@ def test_kv_ahead_graphs_equal_plain_graphs(checkpoints, tmp_path, monkeypatch, 
     assert torch.equal(outs[0], outs[1]), f"first difference at {(outs[0] != outs[1]).nonzero()[:1].tolist()}"
 
 
+@pytest.mark.parametrize("env", [{"DAK_CE_FORK": "0"}, {"DAK_GRAPHS": "0"}])
+def test_unforked_or_eager_steps_give_the_same_tokens(checkpoints, tmp_path, monkeypatch, env):
+    """$DAK_CE_FORK=0 (copy-engine operators' staged parts on the caller's stream, chained by
+    copy-ahead and KV copy-ahead) and $DAK_GRAPHS=0 (eager decode): the default's tokens over 100
+    steps, with every host row and host request staged by the copy engine."""
+    import dak.kernels.attention_config as ac
+    monkeypatch.setattr(ac, "CE_MIN_BYTES", 0)
+    monkeypatch.setenv("DAK_CACHE_DIR", str(tmp_path))
+    _, path = checkpoints["tiny-llama"]
+    ids = torch.randint(3, 900, (3, 5), device="cuda")
+    outs = []
+    for variant in ({}, env):
+        for k, v in variant.items():
+            monkeypatch.setenv(k, v)
+        model = dak.offload(path, batch=3, max_len=105, host_ratio=1.0, dtype=torch.bfloat16, tune=False,
+                            kv_buckets=2, kv_ahead=True)
+        assert model.dak_engine.graphs == (variant.get("DAK_GRAPHS") != "0")
+        outs.append(model.generate(ids, max_new_tokens=100).clone())
+        model.dak_free()
+    assert torch.equal(outs[0], outs[1]), f"first difference at {(outs[0] != outs[1]).nonzero()[:1].tolist()}"
+
+
 @pytest.mark.parametrize("family", FAMILIES)
 def test_fused_projection_graphs_match_hf_eager(checkpoints, family):
     """All-HBM q/k/v and gate/up multiplied as one matrix (dak.nn.fused_proj) inside the decode

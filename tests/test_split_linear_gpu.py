@@ -97,8 +97,11 @@ def test_module_under_cuda_graph_matches_eager(ratio):
         assert torch.equal(y_static, mod(x_static))
 
 
-def test_copy_engine_path_under_cuda_graph():
-    """Chunked copies, the zero-copy kernel and the chunk GEMVs on three streams, captured."""
+@pytest.mark.parametrize("fork", ["1", "0"])
+def test_copy_engine_path_under_cuda_graph(fork, monkeypatch):
+    """Chunked copies, the zero-copy kernel and the chunk GEMVs on three streams (two with
+    $DAK_CE_FORK=0), captured."""
+    monkeypatch.setenv("DAK_CE_FORK", fork)
     m, k, m_h, dtype = 3000, 1024, 2000, torch.float16
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     w = torch.randn(m, k, device="cuda", dtype=dtype)

@@ -39,6 +39,8 @@ def test_groups_rates_and_copies_in_flight(tmp_path):
     assert (g1["stream"], g1["per_step"], g1["median_us"]) == (1, 2.0, 20.0) and g1["gbs"] == pytest.approx(50.0)
     assert (g2["stream"], g2["per_step"]) == (2, 1.0) and g2["gbs"] == pytest.approx(40.0)
     assert rep["bytes_per_step"] == 4_000_000
+    assert rep["gbs_overall"] == pytest.approx(8_000_000 / 180.0 / 1e3)  # 8 MB over 180 us of copies
+    assert trace_copies.device_streams(_trace()) == 3  # streams 1, 2 and the kernel's (None)
     # per step: 1 in flight at 0-10 and 20-40 (30 us), 2 at 10-20 and 40-60 (30 us); none between the
     # steps (60-100), which the window (0-160) holds once: 40 us over 2 steps
     assert rep["in_flight_us_per_step"] == {0: pytest.approx(20.0), 1: pytest.approx(30.0), 2: pytest.approx(30.0)}

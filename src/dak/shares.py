@@ -105,6 +105,15 @@ def copy_wrap_enabled() -> bool:
     return env_flag("DAK_COPY_WRAP", False)
 
 
+def ce_fork_enabled() -> bool:
+    """Whether a copy-engine operator multiplies its staged rows on a side stream forked from the
+    caller's (the default) or, with $DAK_CE_FORK=0 (an experiment), on the caller's stream after
+    its other rows. Twelfth session, H200: OPT-30B's decode graph at 5% spread over 289 internal
+    streams (prefetch's: 2), and its host copies ran at 47-51 GB/s in graph replays against
+    53-55 in eager steps; one fork and join per operator is what makes those streams."""
+    return env_flag("DAK_CE_FORK", True)
+
+
 def graphs_default() -> bool:
     """Whether an Engine built without `graphs=` captures CUDA graphs on a GPU: yes, or
     $DAK_GRAPHS=0 for diagnosis (eager decode steps; the host link's rate with and without graphs)."""

@@ -17,6 +17,9 @@ byte still crosses the link once. With `hbm_cublas` (many tokens: prefill, large
 host row is staged and the main stream multiplies the HBM rows by cuBLAS too, instead of the
 split kernel. All ordering uses CUDA events, so the whole thing captures
 into a CUDA graph. Under the interpreter (no GPU) the same steps run in order on the CPU.
+With $DAK_CE_FORK=0 (an experiment, `dak.shares.ce_fork_enabled`) the chunk GEMMs run on the
+main stream after the split kernel instead: no fork and join per operator, so a captured decode
+step does not spread over hundreds of graph-internal streams.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from dak.kernels.buffers import shared_buffer
 from dak.kernels.config import KernelConfig, cdiv, finalize
 from dak.kernels.split_linear import check_split_args, split_linear
 from dak.kernels.streams import side_stream
+from dak.shares import ce_fork_enabled
 
 
 @dataclass(frozen=True)
@@ -148,9 +152,11 @@ def split_linear_ce(x: torch.Tensor, w_host: torch.Tensor, w_hbm: torch.Tensor, 
             chunk(i)
         rest()
         return out
-    copy_s, comp_s = side_stream(x.device, "copy"), side_stream(x.device, "compute")
     main = torch.cuda.current_stream(x.device)
-    comp_s.wait_stream(main)
+    fork = ce_fork_enabled()  # staged GEMMs on a side stream, or after rest() on this one
+    copy_s, comp_s = side_stream(x.device, "copy"), side_stream(x.device, "compute") if fork else main
+    if fork:
+        comp_s.wait_stream(main)
     if ahead is None:
         copy_s.wait_stream(main)
         landed = issue_copies(w_host, plan, stage, copy_s)
@@ -163,7 +169,8 @@ def split_linear_ce(x: torch.Tensor, w_host: torch.Tensor, w_hbm: torch.Tensor, 
         step.release(owner, comp_s)
     else:
         main.wait_stream(copy_s)  # unchained: join the copy stream now (a copy-ahead step joins at its end)
-    main.wait_stream(comp_s)
+    if fork:
+        main.wait_stream(comp_s)
     return out
 
 
