@@ -37,6 +37,8 @@ F10) # (not run yet) F8/F9: dak's decode graph spreads over 289 graph-internal s
     step 150 env DAK_CE_FORK=0 python3 -u -m pytest -q -p no:cacheprovider tests/test_copy_ahead_gpu.py \
         tests/test_split_linear_gpu.py tests/test_split_attention_gpu.py -k "graph or chained or copy_engine"
     step 100 python3 -u -m pytest -q -p no:cacheprovider tests/test_runtime_gpu.py -k "unforked or kv_ahead"
+    step 60 python3 benchmarks/probe_copy_contention.py --copies 96 --mib 16 --beside none,cublas --fork both \
+        --out "$OUT/probe-copy-contention-fork.json"  # does a branch per copy alone slow the copies?
     step 90 env DAK_CE_FORK=0 python3 benchmarks/profile_step.py --steps 2 --model opt-30b --ratios 0.05 \
         --out "$OUT/step-opt-30b-f10-nofork.json" --trace "$OUT/trace-nofork"
     step 30 python3 benchmarks/trace_copies.py "$OUT/trace-nofork-x0.05.json" --steps 2

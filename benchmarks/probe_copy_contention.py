@@ -23,6 +23,7 @@ Without a GPU: a flow check on tiny shapes (the staged products against a float3
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from pathlib import Path
 
@@ -49,11 +50,14 @@ def beside_fn(kind: str, x: torch.Tensor, w: torch.Tensor):
     raise ValueError(f"--beside must be one of {', '.join(BESIDE)}, got {kind!r}")
 
 
-def make_step(hosts, slots, x, extra, with_copies: bool = True):
-    """One step of the chain (see the module doc); returns the staged products."""
+def make_step(hosts, slots, x, extra, with_copies: bool = True, fork: bool = False):
+    """One step of the chain (see the module doc); returns the staged products. `fork`: each
+    staged GEMM runs on a side stream forked from the main one and joined back (as dak's
+    copy-engine operators do by default), so a captured step has one branch per copy."""
     dev = x.device
     cuda = dev.type == "cuda"
     copy_s = torch.cuda.Stream(dev) if cuda else None
+    comp_s = torch.cuda.Stream(dev) if cuda and fork else None
 
     def step():
         outs, freed = [], [None, None]
@@ -73,12 +77,19 @@ def make_step(hosts, slots, x, extra, with_copies: bool = True):
                 slot.copy_(h)
             if extra is not None:
                 extra()
-            if landed is not None:
-                torch.cuda.current_stream(dev).wait_event(landed)
-            outs.append(F.linear(x, slot))
-            if cuda:
-                freed[i % 2] = torch.cuda.Event()
-                freed[i % 2].record(torch.cuda.current_stream(dev))
+            main = torch.cuda.current_stream(dev) if cuda else None
+            gemm_s = comp_s or main
+            if comp_s is not None:
+                comp_s.wait_stream(main)
+            with torch.cuda.stream(gemm_s) if cuda else contextlib.nullcontext():
+                if landed is not None:
+                    gemm_s.wait_event(landed)
+                outs.append(F.linear(x, slot))
+                if cuda:
+                    freed[i % 2] = torch.cuda.Event()
+                    freed[i % 2].record(gemm_s)
+            if comp_s is not None:
+                main.wait_stream(comp_s)
         if cuda:
             torch.cuda.current_stream(dev).wait_stream(copy_s)
         return outs
@@ -95,7 +106,7 @@ def check(step, hosts, x) -> float:
     return worst
 
 
-def run(copies: int, mib: int, k: int, m_beside: int, kinds, device) -> list[dict]:
+def run(copies: int, mib: int, k: int, m_beside: int, kinds, device, forks=(False,)) -> list[dict]:
     rows_per = max(1, (mib << 20) // (2 * k))
     g = torch.Generator().manual_seed(0)
     bufs = [PinnedBuffer((rows_per, k), torch.bfloat16) for _ in range(copies)]
@@ -107,21 +118,21 @@ def run(copies: int, mib: int, k: int, m_beside: int, kinds, device) -> list[dic
     w = (torch.randn(m_beside, k, device=device) / k ** 0.5).to(torch.bfloat16)
     host_bytes = sum(b.nbytes for b in bufs)
     out = []
-    for kind in kinds:
+    for kind, fork in ((kd, f) for kd in kinds for f in forks):
         extra = beside_fn(kind, x, w)
-        step = make_step(hosts, slots, x, extra)
+        step = make_step(hosts, slots, x, extra, fork=fork)
         err = check(step, hosts, x)
         if err > 2e-2:
             raise RuntimeError(f"staged products differ from the float32 reference (rel. {err:.3g}) with {kind}")
-        row = {"beside": kind, "copies": copies, "host_bytes": host_bytes, "max_rel_err": err}
+        row = {"beside": kind, "fork": fork, "copies": copies, "host_bytes": host_bytes, "max_rel_err": err}
         if device.type == "cuda":
             ms = time_graph(step, device, chained=False)
-            alone = time_graph(make_step(hosts, slots, x, extra, with_copies=False), device, chained=False)
+            alone = time_graph(make_step(hosts, slots, x, extra, with_copies=False, fork=fork), device, chained=False)
             row.update(step_ms=ms, beside_only_ms=alone, copy_GBps=host_bytes / ms / 1e6)
-            print(f"beside {kind:7s}: step {ms:8.3f} ms, {host_bytes / 1e9:.3f} GB at {row['copy_GBps']:5.1f} GB/s; "
-                  f"without the copies {alone:7.3f} ms", flush=True)
+            print(f"beside {kind:7s} fork {fork!s:5}: step {ms:8.3f} ms, {host_bytes / 1e9:.3f} GB at "
+                  f"{row['copy_GBps']:5.1f} GB/s; without the copies {alone:7.3f} ms", flush=True)
         else:
-            print(f"beside {kind}: flow check, {copies} copies, max rel. error {err:.2e}")
+            print(f"beside {kind} fork {fork}: flow check, {copies} copies, max rel. error {err:.2e}")
         out.append(row)
     for b in bufs:
         b.free()
@@ -135,8 +146,11 @@ def main(argv=None):
     ap.add_argument("--k", type=int, default=7168, help="row length (elements)")
     ap.add_argument("--m-beside", type=int, default=28672, help="rows of the HBM weight the beside-work reads")
     ap.add_argument("--beside", default=",".join(BESIDE), help=f"comma list of {', '.join(BESIDE)}")
+    ap.add_argument("--fork", choices=("no", "yes", "both"), default="no",
+                    help="staged GEMMs on a forked side stream, one branch per copy (dak's default CE operators)")
     ap.add_argument("--out", default="probe-copy-contention.json")
     a = ap.parse_args(argv)
+    forks = {"no": (False,), "yes": (True,), "both": (False, True)}[a.fork]
     kinds = [s for s in a.beside.split(",") if s]
     bad = [s for s in kinds if s not in BESIDE]
     if bad:
@@ -145,10 +159,14 @@ def main(argv=None):
         raise SystemExit("--copies, --mib, --k and --m-beside must be >= 1")
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if device.type != "cuda":
+        from dak.runtime_env import interpreting
+        if "triton" in kinds and not interpreting():
+            raise SystemExit("no GPU: --beside triton runs dak's split kernel, which needs TRITON_INTERPRET=1 "
+                             "on the CPU (or leave triton out of --beside)")
         print("no GPU: a flow check on tiny shapes (no copy engine, no timing)")
         a.copies, a.k, a.m_beside = 3, 64, 96
         a.mib = 1
-    rows = run(a.copies, a.mib, a.k, a.m_beside, kinds, device)
+    rows = run(a.copies, a.mib, a.k, a.m_beside, kinds, device, forks)
     write_json(a.out, {"meta": metadata(), "rows": rows})
     print(f"wrote {a.out}")
 

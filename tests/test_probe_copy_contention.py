@@ -10,9 +10,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import probe_copy_contention as pcc  # noqa: E402
 
 
-def test_flow_check_every_beside_kind():
-    rows = pcc.run(3, 1, 64, 96, pcc.BESIDE, torch.device("cpu"))
-    assert [r["beside"] for r in rows] == list(pcc.BESIDE)
+def test_flow_check_every_beside_kind_forked_and_not():
+    rows = pcc.run(3, 1, 64, 96, pcc.BESIDE, torch.device("cpu"), forks=(False, True))
+    assert [(r["beside"], r["fork"]) for r in rows] == [(b, f) for b in pcc.BESIDE for f in (False, True)]
     assert all(r["max_rel_err"] < 2e-2 and r["copies"] == 3 for r in rows)
 
 
@@ -32,3 +32,10 @@ def test_bad_arguments():
         pcc.main(["--beside", "none,cudnn"])
     with pytest.raises(SystemExit, match="must be >= 1"):
         pcc.main(["--copies", "0"])
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only message")
+def test_triton_beside_work_without_the_interpreter_is_refused_on_cpu(monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    with pytest.raises(SystemExit, match="needs TRITON_INTERPRET=1"):
+        pcc.main(["--beside", "triton"])
