@@ -1,11 +1,11 @@
-"""Result provenance: the git sha a benchmark JSON records."""
+"""Result provenance: the git sha and the $DAK_* switches a benchmark JSON records."""
 
 import shutil
 import subprocess
 
 import pytest
 
-from dak.bench.meta import git_sha
+from dak.bench.meta import git_sha, metadata
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs the git command")
@@ -26,3 +26,14 @@ def test_git_sha_marks_a_tree_that_differs_from_head(tmp_path, monkeypatch):
     assert git_sha() == f"{head}-dirty"
     monkeypatch.setenv("DAK_GIT_SHA", "abc1234")
     assert git_sha() == "abc1234"
+
+
+def test_metadata_records_the_switches_but_not_the_bookkeeping(monkeypatch):
+    for k in [k for k in __import__("os").environ if k.startswith("DAK_")]:
+        monkeypatch.delenv(k)
+    monkeypatch.setenv("DAK_CE_FORK", "0")
+    monkeypatch.setenv("DAK_COPY_GROUP_MIB", "128")
+    monkeypatch.setenv("DAK_GIT_SHA", "abc1234")
+    monkeypatch.setenv("DAK_CACHE_DIR", "/tmp/x")
+    meta = metadata()
+    assert meta["env"] == {"DAK_CE_FORK": "0", "DAK_COPY_GROUP_MIB": "128"} and meta["git_sha"] == "abc1234"

@@ -29,14 +29,26 @@ def git_sha() -> str:
     return sha if clean else f"{sha}-dirty"
 
 
+# set by the runbook for every call, not a knob of the measured code
+_NOT_KNOBS = ("DAK_GIT_SHA", "DAK_CACHE_DIR")
+
+
+def dak_env() -> dict:
+    """The $DAK_* switches the run was made under (experiments are chosen by them, so the
+    command alone does not say what ran), without the bookkeeping ones."""
+    return {k: v for k, v in sorted(os.environ.items()) if k.startswith("DAK_") and k not in _NOT_KNOBS}
+
+
 def metadata() -> dict:
-    """GPU name (or 'cpu (Triton interpreter)' without one), git sha, command, torch, date."""
+    """GPU name (or 'cpu (Triton interpreter)' without one), git sha, command, the $DAK_*
+    switches set, torch, date."""
     import torch
     gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu (Triton interpreter)"
     return {
         "gpu": gpu,
         "git_sha": git_sha(),
         "command": " ".join([Path(sys.executable).name] + sys.argv),
+        "env": dak_env(),
         "torch": torch.__version__,
         "date": time.strftime("%Y-%m-%dT%H:%M:%S"),
     }
