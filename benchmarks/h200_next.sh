@@ -34,14 +34,14 @@ F10) # (not run yet) F8/F9: dak's decode graph spreads over 289 graph-internal s
     # copy-engine operator: 240 linears + 48 attentions a step at OPT-30B 5%), prefetch's over 2, eager steps over 5;
     # copies run at 49.7 GB/s in dak's replays, 54.4 eager, 55.2 in prefetch's. DAK_CE_FORK=0 runs the staged part
     # on the caller's stream (no fork): its GPU tests, then the trace (streams, copy rate) and OPT-30B e2e
-    step 150 env DAK_CE_FORK=0 python3 -u -m pytest -q -p no:cacheprovider tests/test_copy_ahead_gpu.py \
+    step 120 env DAK_CE_FORK=0 python3 -u -m pytest -q -p no:cacheprovider tests/test_copy_ahead_gpu.py \
         tests/test_split_linear_gpu.py tests/test_split_attention_gpu.py -k "graph or chained or copy_engine"
-    step 100 python3 -u -m pytest -q -p no:cacheprovider tests/test_runtime_gpu.py -k "unforked or kv_ahead"
-    step 60 python3 benchmarks/probe_copy_contention.py --copies 96 --mib 16 --beside none,cublas --fork both \
+    step 80 python3 -u -m pytest -q -p no:cacheprovider tests/test_runtime_gpu.py -k "unforked or kv_ahead"
+    step 50 python3 benchmarks/probe_copy_contention.py --copies 96 --mib 16 --beside none,cublas --fork both \
         --out "$OUT/probe-copy-contention-fork.json"  # does a branch per copy alone slow the copies?
-    step 90 env DAK_CE_FORK=0 python3 benchmarks/profile_step.py --steps 2 --model opt-30b --ratios 0.05 \
+    step 80 env DAK_CE_FORK=0 python3 benchmarks/profile_step.py --steps 2 --model opt-30b --ratios 0.05 \
         --out "$OUT/step-opt-30b-f10-nofork.json" --trace "$OUT/trace-nofork"
-    step 30 python3 benchmarks/trace_copies.py "$OUT/trace-nofork-x0.05.json" --steps 2
+    step 20 python3 benchmarks/trace_copies.py "$OUT/trace-nofork-x0.05.json" --steps 2
     gzip -f "$OUT/trace-nofork-x0.05.json"; rm -f "$OUT/trace-nofork-eager-x0.05.json"
     e2e="python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 5,10"
     step 120 env DAK_CE_FORK=0 $e2e --systems dak-consolidated,prefetch --out "$OUT/e2e-opt-30b-f10-nofork.json"
