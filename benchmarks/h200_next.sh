@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh F11|F10|F9|F8|F7|F6|F5|F4|F3|F2|F1|E2|E1|D3|D2|D1|C4|C3|C2|C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V
+#   bash benchmarks/h200_next.sh F12|F11|F10|F9|F8|F7|F6|F5|F4|F3|F2|F1|E2|E1|D3|D2|D1|C4|C3|C2|C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -46,6 +46,13 @@ F10) # (not run yet) F8/F9: dak's decode graph spreads over 289 graph-internal s
     e2e="python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 5,10"
     step 120 env DAK_CE_FORK=0 $e2e --systems dak-consolidated,prefetch --out "$OUT/e2e-opt-30b-f10-nofork.json"
     step 90 $e2e --systems dak-consolidated --out "$OUT/e2e-opt-30b-f10-default.json"
+    ;;
+F12) # (not run yet) issue 5 lists OPT-30B at batch 512 beside Llama-2-7B; never measured. `--dry-run` estimates
+    # 7.7 min for all nine cases; the planner predicts consolidated 98.2 / uniform 104.7 / prefetch 115.3 ms at 5%
+    # and consolidated = uniform at 20/40% (the link bounds both there)
+    e2e="python3 -m dak bench e2e --models opt-30b --batch 512"
+    step 200 $e2e --ratios 5 --systems dak-consolidated,dak-uniform,prefetch --out "$OUT/e2e-opt-30b-bs512-5.json"
+    step 300 $e2e --ratios 20,40 --systems dak-consolidated,prefetch --out "$OUT/e2e-opt-30b-bs512-20-40.json"
     ;;
 F11) # (not run yet) after F10, if DAK_CE_FORK=0 copies faster: the smaller models' rows, default against no fork
     e2e="python3 -m dak bench e2e --models llama-2-7b,opt-6.7b,llama-3-8b --batch 8 --ratios 1,2,5,10,20"
