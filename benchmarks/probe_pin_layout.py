@@ -8,7 +8,7 @@ alone (`probe_pinned_buffers.py`) reach 54.6. Pinned memory that is physically s
 pinning method, in a fresh process and again after fragmenting host memory, this allocates
 `--buffers` buffers of `--mib` MiB, times one H2D copy of each (median of 3), and reads each
 buffer's layout: mean physically contiguous run (from /proc/self/pagemap; needs root) and its
-NUMA nodes (move_pages). Methods:
+NUMA nodes (move_pages). Methods (each a `dak.host.PinnedBuffer` built with that PIN_METHOD):
 
     alloc     cudaHostAlloc (dak's default, `dak.host.PinnedBuffer`)
     register  cudaHostRegister of an ordinary CPU tensor (4 KiB pages)
@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import ctypes
 import glob
-import mmap
 import os
 import statistics
 import sys
@@ -35,7 +34,7 @@ from common import event_ms, metadata, write_json  # noqa: E402
 
 import dak.host as host  # noqa: E402
 
-PAGE, HUGE = 4096, 2 << 20
+PAGE = 4096
 METHODS = ("alloc", "register", "thp")
 
 
@@ -82,32 +81,9 @@ def layout(ptr: int, nbytes: int) -> dict:
     return {"run_kib": run_kib, "numa_nodes": nodes}
 
 
-class ThpBuffer:
-    """2 MiB-aligned anonymous memory advised MADV_HUGEPAGE, touched, then cudaHostRegister'd."""
-
-    def __init__(self, nbytes: int):
-        size = -(-nbytes // HUGE) * HUGE
-        self.map = mmap.mmap(-1, size + HUGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-        whole = torch.frombuffer(self.map, dtype=torch.uint8)
-        off = (-whole.data_ptr()) % HUGE
-        self.map.madvise(mmap.MADV_HUGEPAGE, off, size)
-        self.tensor = whole[off:off + nbytes]
-        self.tensor.fill_(0)
-        self.ptr, self.nbytes = self.tensor.data_ptr(), nbytes
-        err = torch.cuda.cudart().cudaHostRegister(self.ptr, nbytes, 1)
-        if int(err):
-            raise RuntimeError(f"cudaHostRegister failed with CUDA error {int(err)}")
-
-    def free(self) -> None:
-        torch.cuda.cudart().cudaHostUnregister(self.ptr)
-
-
 def make(method: str, nbytes: int):
-    """(uint8 tensor, release) for one buffer of `method`."""
-    if method == "thp":
-        b = ThpBuffer(nbytes)
-        return b.tensor, b.free
-    host.PIN_METHOD = "alloc" if method == "alloc" else "register"
+    """(uint8 tensor, release) for one `dak.host.PinnedBuffer` of `method`."""
+    host.PIN_METHOD = method
     b = host.PinnedBuffer((1, nbytes), torch.uint8)
     return b.tensor[0], b.free
 

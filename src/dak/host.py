@@ -86,11 +86,10 @@ def _thp_bytes(nbytes: int) -> torch.Tensor:
     """`nbytes` of 2 MiB-aligned anonymous memory advised MADV_HUGEPAGE and touched (so the kernel
     backs it with huge pages where it can), as a uint8 CPU tensor that keeps its mapping alive."""
     size = -(-nbytes // _HUGE) * _HUGE
-    whole = torch.frombuffer(mmap.mmap(-1, size + _HUGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS),
-                             dtype=torch.uint8)
+    region = mmap.mmap(-1, size + _HUGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    whole = torch.frombuffer(region, dtype=torch.uint8)  # holds `region` alive
     off = (-whole.data_ptr()) % _HUGE
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.madvise(ctypes.c_void_p(whole.data_ptr() + off), ctypes.c_size_t(size), 14)  # MADV_HUGEPAGE
+    region.madvise(mmap.MADV_HUGEPAGE, off, size)
     out = whole[off:off + nbytes]
     out.zero_()
     return out

@@ -26,7 +26,7 @@ import torch
 from dak.kernels.attention_checks import check_attention_args
 from dak.kernels.attention_config import AttentionConfig, cdiv, finalize, heuristic_config
 from dak.kernels.split_attention import split_attention
-from dak.kernels.streams import side_stream
+from dak.kernels.streams import fork, join, side_stream
 from dak.shares import ce_fork_enabled
 
 
@@ -182,7 +182,8 @@ def split_attention_ce(q: torch.Tensor, k_host: torch.Tensor, v_host: torch.Tens
         attend_rest()
         return out
     main = torch.cuda.current_stream(q.device)
-    copy_s, comp_s = side_stream(q.device, "attention-copy"), _compute_stream(q.device, main)
+    copy_s = side_stream(q.device, "attention-copy")
+    comp_s = fork(q.device, "attention-compute", main, ce_fork_enabled())
     copy_s.wait_stream(main)
     landed = []
     with torch.cuda.stream(copy_s):
@@ -197,19 +198,8 @@ def split_attention_ce(q: torch.Tensor, k_host: torch.Tensor, v_host: torch.Tens
             comp_s.wait_event(ev)
             attend(lo, hi)
     main.wait_stream(copy_s)
-    if comp_s is not main:  # $DAK_CE_FORK=0 attends them on main
-        main.wait_stream(comp_s)
+    join(main, comp_s)
     return out
-
-
-def _compute_stream(device, main):
-    """The side stream the staged requests are attended on, forked from `main`; `main` itself
-    with $DAK_CE_FORK=0 (dak.shares.ce_fork_enabled)."""
-    if not ce_fork_enabled():
-        return main
-    comp_s = side_stream(device, "attention-compute")
-    comp_s.wait_stream(main)
-    return comp_s
 
 
 def _attend_ahead(ahead, chunks, attend, attend_rest, lengths, device, out):
@@ -224,7 +214,7 @@ def _attend_ahead(ahead, chunks, attend, attend_rest, lengths, device, out):
         release(None)
         return out
     main = torch.cuda.current_stream(device)
-    comp_s = _compute_stream(device, main)  # q, k_new, v_new and the lengths are ready
+    comp_s = fork(device, "attention-compute", main, ce_fork_enabled())  # q, k_new, v_new, lengths ready
     attend_rest()
     with torch.cuda.stream(comp_s):
         if landed is not None:
@@ -233,6 +223,5 @@ def _attend_ahead(ahead, chunks, attend, attend_rest, lengths, device, out):
         for lo, hi in chunks:
             attend(lo, hi)
         release(comp_s)
-    if comp_s is not main:
-        main.wait_stream(comp_s)
+    join(main, comp_s)
     return out

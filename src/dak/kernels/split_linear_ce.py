@@ -32,7 +32,7 @@ import torch
 from dak.kernels.buffers import shared_buffer
 from dak.kernels.config import KernelConfig, cdiv, finalize
 from dak.kernels.split_linear import check_split_args, split_linear
-from dak.kernels.streams import side_stream
+from dak.kernels.streams import fork, join, side_stream
 from dak.shares import ce_fork_enabled
 
 
@@ -153,10 +153,8 @@ def split_linear_ce(x: torch.Tensor, w_host: torch.Tensor, w_hbm: torch.Tensor, 
         rest()
         return out
     main = torch.cuda.current_stream(x.device)
-    fork = ce_fork_enabled()  # staged GEMMs on a side stream, or after rest() on this one
-    copy_s, comp_s = side_stream(x.device, "copy"), side_stream(x.device, "compute") if fork else main
-    if fork:
-        comp_s.wait_stream(main)
+    copy_s = side_stream(x.device, "copy")
+    comp_s = fork(x.device, "compute", main, ce_fork_enabled())  # or after rest() on main itself
     if ahead is None:
         copy_s.wait_stream(main)
         landed = issue_copies(w_host, plan, stage, copy_s)
@@ -169,8 +167,7 @@ def split_linear_ce(x: torch.Tensor, w_host: torch.Tensor, w_hbm: torch.Tensor, 
         step.release(owner, comp_s)
     else:
         main.wait_stream(copy_s)  # unchained: join the copy stream now (a copy-ahead step joins at its end)
-    if fork:
-        main.wait_stream(comp_s)
+    join(main, comp_s)
     return out
 
 

@@ -14,3 +14,19 @@ def side_stream(device: torch.device, name: str) -> torch.cuda.Stream:
     if key not in _STREAMS:
         _STREAMS[key] = torch.cuda.Stream(device=key[0])
     return _STREAMS[key]
+
+
+def fork(device: torch.device, name: str, main: torch.cuda.Stream, enabled: bool = True) -> torch.cuda.Stream:
+    """Side stream `name` ordered after `main`'s work so far, or `main` itself when not `enabled`
+    (then nothing forks: a captured graph gets no branch for it). Pair with `join`."""
+    if not enabled:
+        return main
+    side = side_stream(device, name)
+    side.wait_stream(main)
+    return side
+
+
+def join(main: torch.cuda.Stream, side: torch.cuda.Stream) -> None:
+    """Order `main` after `side`'s work (nothing to do when `side` is `main`)."""
+    if side is not main:
+        main.wait_stream(side)

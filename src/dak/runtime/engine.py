@@ -23,6 +23,7 @@ from dak.runtime.fused import fused
 from dak.runtime.kv_ahead import kv_ahead_step
 from dak.runtime.stopping import EosStop
 from dak.runtime.kv import DakKV
+from dak.shares import graphs_default
 
 
 @dataclass(frozen=True)
@@ -96,7 +97,6 @@ class Engine:
         self.device = kv.device
         self.batch = kv.batch
         if graphs is None:
-            from dak.shares import graphs_default
             graphs = self.device.type == "cuda" and graphs_default()
         self.graphs = graphs
         if self.graphs and self.device.type != "cuda":
