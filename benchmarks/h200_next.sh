@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh F12|F11|F10|F9|F8|F7|F6|F5|F4|F3|F2|F1|E2|E1|D3|D2|D1|C4|C3|C2|C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V
+#   bash benchmarks/h200_next.sh G2|G1|F12|F11|F10|F9|F8|F7|F6|F5|F4|F3|F2|F1|E2|E1|D3|D2|D1|C4|C3|C2|C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -30,13 +30,25 @@ F3) # (ran: twelfth session) DAK_COPY_WRAP=1 (eleventh session, CPU-tested only)
     step 80 env DAK_COPY_WRAP=1 python3 benchmarks/profile_step.py --model opt-30b --ratios 0.05 --steps 2 \
         --out "$OUT/step-opt-30b-f3-wrap.json"  # the link's idle time a step, against C4's 1.44 ms
     ;;
-F10) # (not run yet) F8/F9: dak's decode graph spreads over 289 graph-internal streams (one fork and join per
+G1) # (thirteenth session) no fork is the default now (F10/F11: 3 streams, 52.1 GB/s, TPOT 0-7% lower): the GPU
+    # tests that touch it, then the batch-8 table's dak and prefetch rows of the three smaller models, one call
+    step 150 python3 -u -m pytest -q -p no:cacheprovider tests/test_runtime_gpu.py
+    step 100 python3 -u -m pytest -q -p no:cacheprovider tests/test_copy_ahead_gpu.py tests/test_split_linear_gpu.py \
+        tests/test_split_attention_gpu.py
+    step 290 python3 -m dak bench e2e --models llama-2-7b,opt-6.7b,llama-3-8b --batch 8 --ratios 1,2,5,10,20,40 \
+        --systems dak-consolidated,prefetch --out "$OUT/e2e-g1-batch8.json"
+    ;;
+G2) # (thirteenth session) F12's step limit cut OPT-30B batch 512 at 40% before prefetch ran; dak beside it again
+    step 280 python3 -m dak bench e2e --models opt-30b --batch 512 --ratios 40 --systems prefetch,dak-consolidated \
+        --out "$OUT/e2e-opt-30b-bs512-40.json"
+    ;;
+F10) # (ran: thirteenth session) F8/F9: dak's decode graph spreads over 289 graph-internal streams (one fork and join per
     # copy-engine operator: 240 linears + 48 attentions a step at OPT-30B 5%), prefetch's over 2, eager steps over 5;
     # copies run at 49.7 GB/s in dak's replays, 54.4 eager, 55.2 in prefetch's. DAK_CE_FORK=0 runs the staged part
     # on the caller's stream (no fork): its GPU tests, then the trace (streams, copy rate) and OPT-30B e2e
     step 120 env DAK_CE_FORK=0 python3 -u -m pytest -q -p no:cacheprovider tests/test_copy_ahead_gpu.py \
         tests/test_split_linear_gpu.py tests/test_split_attention_gpu.py -k "graph or chained or copy_engine"
-    step 80 python3 -u -m pytest -q -p no:cacheprovider tests/test_runtime_gpu.py -k "unforked or kv_ahead"
+    step 80 python3 -u -m pytest -q -p no:cacheprovider tests/test_runtime_gpu.py -k "forked or kv_ahead"
     step 50 python3 benchmarks/probe_copy_contention.py --copies 96 --mib 16 --beside none,cublas --fork both \
         --out "$OUT/probe-copy-contention-fork.json"  # does a branch per copy alone slow the copies?
     step 80 env DAK_CE_FORK=0 python3 benchmarks/profile_step.py --steps 2 --model opt-30b --ratios 0.05 \
@@ -47,14 +59,14 @@ F10) # (not run yet) F8/F9: dak's decode graph spreads over 289 graph-internal s
     step 120 env DAK_CE_FORK=0 $e2e --systems dak-consolidated,prefetch --out "$OUT/e2e-opt-30b-f10-nofork.json"
     step 90 $e2e --systems dak-consolidated --out "$OUT/e2e-opt-30b-f10-default.json"
     ;;
-F12) # (not run yet) issue 5 lists OPT-30B at batch 512 beside Llama-2-7B; never measured. `--dry-run` estimates
+F12) # (ran: thirteenth session, with DAK_CE_FORK=0) issue 5 lists OPT-30B at batch 512 beside Llama-2-7B; never measured. `--dry-run` estimates
     # 7.7 min for all nine cases; the planner predicts consolidated 98.2 / uniform 104.7 / prefetch 115.3 ms at 5%
     # and consolidated = uniform at 20/40% (the link bounds both there)
     e2e="python3 -m dak bench e2e --models opt-30b --batch 512"
     step 200 $e2e --ratios 5 --systems dak-consolidated,dak-uniform,prefetch --out "$OUT/e2e-opt-30b-bs512-5.json"
     step 300 $e2e --ratios 20,40 --systems dak-consolidated,prefetch --out "$OUT/e2e-opt-30b-bs512-20-40.json"
     ;;
-F11) # (not run yet) after F10, if DAK_CE_FORK=0 copies faster: the smaller models' rows, default against no fork
+F11) # (ran: thirteenth session) after F10, if DAK_CE_FORK=0 copies faster: the smaller models' rows, default against no fork
     e2e="python3 -m dak bench e2e --models llama-2-7b,opt-6.7b,llama-3-8b --batch 8 --ratios 1,2,5,10,20"
     step 200 $e2e --systems dak-consolidated --out "$OUT/e2e-f11-default.json"
     step 200 env DAK_CE_FORK=0 $e2e --systems dak-consolidated --out "$OUT/e2e-f11-nofork.json"

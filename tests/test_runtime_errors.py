@@ -167,14 +167,17 @@ def test_cli_generate_runs_and_rejects_bad_input(capsys):
 
 
 
-@pytest.mark.parametrize("name,switch", [("DAK_GRAPHS", "graphs_default"), ("DAK_CE_FORK", "ce_fork_enabled")])
-def test_diagnostic_switches_take_only_0_or_1(monkeypatch, name, switch):
+@pytest.mark.parametrize("name,switch,default", [("DAK_GRAPHS", "graphs_default", True),
+                                                  ("DAK_CE_FORK", "ce_fork_enabled", False)])
+def test_diagnostic_switches_take_only_0_or_1(monkeypatch, name, switch, default):
     import dak.shares
     fn = getattr(dak.shares, switch)
     monkeypatch.delenv(name, raising=False)
-    assert fn() is True
+    assert fn() is default
     monkeypatch.setenv(name, "0")
     assert fn() is False
+    monkeypatch.setenv(name, "1")
+    assert fn() is True
     monkeypatch.setenv(name, "off")
     with pytest.raises(ValueError, match=f"{name} must be 0 or 1"):
         fn()

@@ -107,11 +107,11 @@ def copy_wrap_enabled() -> bool:
 
 def ce_fork_enabled() -> bool:
     """Whether a copy-engine operator multiplies its staged rows on a side stream forked from the
-    caller's (the default) or, with $DAK_CE_FORK=0 (an experiment), on the caller's stream after
-    its other rows. Twelfth session, H200: OPT-30B's decode graph at 5% spread over 289 internal
-    streams (prefetch's: 2), and its host copies ran at 47-51 GB/s in graph replays against
-    53-55 in eager steps; one fork and join per operator is what makes those streams."""
-    return env_flag("DAK_CE_FORK", True)
+    caller's ($DAK_CE_FORK=1) or, by default, on the caller's stream after its other rows. One
+    fork and join per operator spread OPT-30B's decode graph at 5% over 289 internal streams
+    (prefetch's: 2) and its host copies ran at 49.7 GB/s in replays; unforked, 3 streams and
+    52.1 GB/s, and TPOT 0-7% lower on four models at 1-20% (H200, thirteenth session, F10/F11)."""
+    return env_flag("DAK_CE_FORK", False)
 
 
 def graphs_default() -> bool:

@@ -17,9 +17,9 @@ byte still crosses the link once. With `hbm_cublas` (many tokens: prefill, large
 host row is staged and the main stream multiplies the HBM rows by cuBLAS too, instead of the
 split kernel. All ordering uses CUDA events, so the whole thing captures
 into a CUDA graph. Under the interpreter (no GPU) the same steps run in order on the CPU.
-With $DAK_CE_FORK=0 (an experiment, `dak.shares.ce_fork_enabled`) the chunk GEMMs run on the
-main stream after the split kernel instead: no fork and join per operator, so a captured decode
-step does not spread over hundreds of graph-internal streams.
+By default (`dak.shares.ce_fork_enabled`) the chunk GEMMs run on the main stream after the split
+kernel, not on a third stream: no fork and join per operator, so a captured decode step does not
+spread over hundreds of graph-internal streams (measured faster); $DAK_CE_FORK=1 forks as drawn.
 """
 
 from __future__ import annotations
