@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh G2|G1|F12|F11|F10|F9|F8|F7|F6|F5|F4|F3|F2|F1|E2|E1|D3|D2|D1|C4|C3|C2|C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V
+#   bash benchmarks/h200_next.sh H3|H2|H1|G1|F12|F11|F10|F9|F8|F7|F6|F5|F4|F3|F2|F1|E2|E1|D3|D2|D1|C4|C3|C2|C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -30,7 +30,7 @@ F3) # (ran: twelfth session) DAK_COPY_WRAP=1 (eleventh session, CPU-tested only)
     step 80 env DAK_COPY_WRAP=1 python3 benchmarks/profile_step.py --model opt-30b --ratios 0.05 --steps 2 \
         --out "$OUT/step-opt-30b-f3-wrap.json"  # the link's idle time a step, against C4's 1.44 ms
     ;;
-G1) # (thirteenth session) no fork is the default now (F10/F11: 3 streams, 52.1 GB/s, TPOT 0-7% lower): the GPU
+G1) # (ran: thirteenth session) no fork is the default now (F10/F11: 3 streams, 52.1 GB/s, TPOT 0-7% lower): the GPU
     # tests that touch it, then the batch-8 table's dak and prefetch rows of the three smaller models, one call
     step 150 python3 -u -m pytest -q -p no:cacheprovider tests/test_runtime_gpu.py
     step 100 python3 -u -m pytest -q -p no:cacheprovider tests/test_copy_ahead_gpu.py tests/test_split_linear_gpu.py \
@@ -38,7 +38,25 @@ G1) # (thirteenth session) no fork is the default now (F10/F11: 3 streams, 52.1 
     step 290 python3 -m dak bench e2e --models llama-2-7b,opt-6.7b,llama-3-8b --batch 8 --ratios 1,2,5,10,20,40 \
         --systems dak-consolidated,prefetch --out "$OUT/e2e-g1-batch8.json"
     ;;
-G2) # (thirteenth session) F12's step limit cut OPT-30B batch 512 at 40% before prefetch ran; dak beside it again
+H3) # (not run yet; thirteenth session) unforked (F10 trace), OPT-30B's copies run by size: 3.7 MB at 49.2 GB/s (84 a
+    # step), 7.3 MB at 52.0 (155), 14.7 MB at 52.9, 17.4 MB at 53.1: the small ones are the rest of the gap to
+    # prefetch's 55.2. Copy groups + KV pair copies (fewer, larger copies) were tried forked only (twelfth session:
+    # 49-55 GB/s in the many-stream graph); now unforked: trace and e2e against the default and prefetch
+    p="python3 benchmarks/profile_step.py --steps 2 --model opt-30b --ratios 0.05"
+    step 80 env DAK_COPY_GROUP_MIB=128 DAK_KV_PAIR_COPY=1 $p --out "$OUT/step-opt-30b-h3-groups.json" --trace "$OUT/trace-h3"
+    step 20 python3 benchmarks/trace_copies.py "$OUT/trace-h3-x0.05.json" --steps 2
+    rm -f "$OUT/trace-h3-x0.05.json" "$OUT/trace-h3-eager-x0.05.json"
+    e2e="python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 5,10"
+    step 120 $e2e --systems dak-consolidated,prefetch --out "$OUT/e2e-opt-30b-h3-default.json"
+    step 90 env DAK_COPY_GROUP_MIB=128 DAK_KV_PAIR_COPY=1 $e2e --systems dak-consolidated \
+        --out "$OUT/e2e-opt-30b-h3-groups.json"
+    ;;
+H2) # (not run yet; thirteenth session) the split-attention file whole with unforked copy-engine attention, the
+    # default since b197d2c: its 220 random cases (a quarter of those with host KV staged) took 106-269 s before
+    step 320 python3 -u -m pytest -q -s -p no:cacheprovider tests/test_split_attention_gpu.py
+    step 200 python3 -u -m pytest -q -p no:cacheprovider tests/test_split_linear_large_n_gpu.py tests/test_kv_ahead.py
+    ;;
+H1) # (not run yet; thirteenth session) F12's step limit cut OPT-30B batch 512 at 40% before prefetch ran; dak beside it again
     step 280 python3 -m dak bench e2e --models opt-30b --batch 512 --ratios 40 --systems prefetch,dak-consolidated \
         --out "$OUT/e2e-opt-30b-bs512-40.json"
     ;;

@@ -144,11 +144,13 @@ def test_merged_rows_keep_the_later_run_of_a_case_and_say_which_run():
         return {"model": "m", "batch": 8, "prompt_len": 32, "gen_len": 32, "kind": "ratio", "x_req": x,
                 "system": system, "status": "ok", "tpot_s": tpot}
     old = {"meta": {"git_sha": "aaa", "date": "d1"}, "rows": [row("dak-greedy", 0.1, 3.0), row("prefetch", 0.1, 2.0)]}
-    new = {"meta": {"git_sha": "bbb", "date": "d2"}, "rows": [row("dak-greedy", 0.1, 1.0), row("dak-greedy", 0.2, 4.0)]}
+    new = {"meta": {"git_sha": "bbb", "date": "d2", "env": {"DAK_CE_FORK": "0"}},
+           "rows": [row("dak-greedy", 0.1, 1.0), row("dak-greedy", 0.2, 4.0)]}
     rows = merge_rows([old, new])
     by = {(r["system"], r["x_req"]): r for r in rows}
     assert len(rows) == 3 and by[("dak-greedy", 0.1)]["tpot_s"] == 1.0
     assert by[("dak-greedy", 0.1)]["run"]["git_sha"] == "bbb" and by[("prefetch", 0.1)]["run"]["git_sha"] == "aaa"
+    assert by[("dak-greedy", 0.2)]["run"]["env"] == {"DAK_CE_FORK": "0"} and "env" not in by[("prefetch", 0.1)]["run"]
     assert old["rows"][0].get("run") is None  # the inputs are not modified
 
 

@@ -66,13 +66,15 @@ def _row_key(r: dict) -> tuple:
 
 def merge_rows(payloads: list[dict]) -> list[dict]:
     """Rows of several result JSONs, each tagged with its run (`run`: git sha, date); where two
-    runs measured the same case (model, batch, lengths, kind, ratio, system) the later file wins."""
+    runs measured the same case (model, batch, lengths, kind, ratio, system) the later file wins.
+    A run made with `DAK_*` switches set also carries them (`run["env"]`)."""
     rows: dict = {}
     for p in payloads:
         meta = p.get("meta", {})
         for r in p["rows"]:
             r = dict(r)
-            r.setdefault("run", {"git_sha": meta.get("git_sha"), "date": meta.get("date")})
+            run = {"git_sha": meta.get("git_sha"), "date": meta.get("date")}
+            r.setdefault("run", dict(run, env=meta["env"]) if meta.get("env") else run)
             rows.pop(_row_key(r), None)
             rows[_row_key(r)] = r
     return list(rows.values())
