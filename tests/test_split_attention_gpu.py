@@ -56,20 +56,17 @@ def _case(batch, b_h, hq, hkv, s, d, dtype, lengths, cfg_kw, keep_splits, ce=Fal
     assert err < TOL[dtype], (batch, b_h, hq, hkv, s, d, dtype, cfg, err)
 
 
-def test_random_cases_against_fp32_reference():
-    rng = random.Random(1234)
-    failures = []
-    start = time.perf_counter()
-    for i in range(220):
-        if i % 20 == 0:  # progress, for logs of runs stopped at a time limit (pytest -s)
-            print(f"case {i}: {time.perf_counter() - start:.1f} s", flush=True)
+def _random_cases(n=220, seed=1234):
+    """The random cases' parameters, drawn once (lengths as lists: no CUDA at collection)."""
+    rng = random.Random(seed)
+    cases = []
+    for _ in range(n):
         hkv = rng.choice([1, 2, 4, 8])
         hq = hkv * rng.choice([1, 1, 4, 8, 7, 32 if hkv == 1 else 2])
         batch = rng.choice([1, 2, 3, 8, 9, 33])
         b_h = rng.choice([0, batch, rng.randint(0, batch)])
         s = rng.choice([1, 17, 64, 255, 1000, 4097, rng.randint(1, 3000)])
         lengths = [rng.choice([s, rng.randint(0, s), rng.randint(1, max(1, s // 8))]) for _ in range(batch)]
-        lengths = torch.tensor(lengths, dtype=torch.int32, device="cuda")
         d = rng.choice([64, 128])
         dtype = rng.choice([torch.bfloat16, torch.float16])
         cfg_kw = dict(rng.choice(PRESETS), host_programs=rng.choice([1, 8, 16, 32]))
@@ -79,11 +76,29 @@ def test_random_cases_against_fp32_reference():
         ce = b_h > 0 and rng.random() < 0.25
         if ce:
             cfg_kw.update(ce_share=rng.choice([0.5, 1.0]), ce_chunks=rng.choice([1, 3]))
+        cases.append((batch, b_h, hq, hkv, s, d, dtype, lengths, cfg_kw, keep, ce))
+    return cases
+
+
+CASES, CHUNK = _random_cases(), 55
+
+
+@pytest.mark.parametrize("first", range(0, len(CASES), CHUNK), ids=lambda f: f"cases{f}-{f + CHUNK - 1}")
+def test_random_cases_against_fp32_reference(first):
+    """220 cases in chunks of 55 (each chunk its own test: a run stopped at a time limit still
+    reports the chunks it finished; `-k cases0-54` picks one)."""
+    failures = []
+    start = time.perf_counter()
+    for i in range(first, min(first + CHUNK, len(CASES))):
+        if i % 20 == 0:  # progress, for logs of runs stopped at a time limit (pytest -s)
+            print(f"case {i}: {time.perf_counter() - start:.1f} s", flush=True)
+        batch, b_h, hq, hkv, s, d, dtype, lengths, cfg_kw, keep, ce = CASES[i]
+        lengths = torch.tensor(lengths, dtype=torch.int32, device="cuda")
         t0 = time.perf_counter()
         try:
-            _case(batch, b_h, hq, hkv, s, d, dtype, lengths, cfg_kw, keep, ce)
+            _case(batch, b_h, hq, hkv, s, d, dtype, lengths, dict(cfg_kw), keep, ce)
         except AssertionError as e:
-            failures.append(str(e))
+            failures.append(f"case {i}: {e}")
         if time.perf_counter() - t0 > 5:
             print(f"case {i} took {time.perf_counter() - t0:.1f} s:", batch, b_h, hq, hkv, s, d, cfg_kw, flush=True)
     assert not failures, f"{len(failures)} failures, first: {failures[:3]}"

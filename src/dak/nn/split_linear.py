@@ -20,6 +20,7 @@ from torch import nn
 
 from dak.host import PinnedBuffer, device_matrix
 from dak.kernels.config import KernelConfig
+from dak.nn.split_state import gather, load_rows, unexpected
 from dak.runtime_env import KERNEL_DTYPES, gpu_name, kernel_device, sm_count
 
 
@@ -112,6 +113,26 @@ class SplitLinear(nn.Module):
     def full_weight(self) -> torch.Tensor:
         """The whole weight gathered on the HBM device (a copy; for checks, not the hot path)."""
         return torch.cat([self.w_host.to(self.w_hbm.device), self.w_hbm], dim=0)
+
+    def _save_to_state_dict(self, destination, prefix, keep_vars):
+        """As nn.Linear's keys: `weight` (gathered into a CPU copy, see dak.nn.split_state), `bias`."""
+        destination[prefix + "weight"] = gather(self.w_host, self.w_hbm, repr(self))
+        if self.bias is not None:
+            destination[prefix + "bias"] = self.bias.detach().cpu().clone()
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
+                              unexpected_keys, error_msgs):
+        """Copy `weight` rows into their pinned and HBM homes, and `bias`, in place."""
+        copied = load_rows(state_dict, prefix + "weight", (self.w_host, self.w_hbm), repr(self), missing_keys,
+                           error_msgs)
+        if self.bias is not None:
+            load_rows(state_dict, prefix + "bias", (self.bias,), repr(self), missing_keys, error_msgs)
+        if strict:
+            unexpected(state_dict, prefix, ("weight", "bias") if self.bias is not None else ("weight",),
+                       unexpected_keys)
+        ahead = self._ahead
+        if copied and ahead is not None and ahead.chain.wrap:
+            ahead.chain.primed = False  # a wrapped chain's first slot may hold the old rows
 
     def _launch(self, x2: torch.Tensor, cfg: KernelConfig, out: torch.Tensor | None = None):
         from dak.kernels import copy_ahead

@@ -13,6 +13,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from dak.nn.split_state import gather, load_rows, unexpected
+
 
 def device_view(t: torch.Tensor, device: torch.device) -> torch.Tensor:
     """A CUDA (UVA) view of pinned host tensor `t` on a GPU; `t` itself on the CPU or when empty."""
@@ -49,6 +51,17 @@ class SplitEmbedding(nn.Module):
     def weight(self) -> torch.Tensor:
         """The whole table gathered on the device (a copy; for checks, not the hot path)."""
         return torch.cat([self._w_host.to(self.w_hbm.device), self.w_hbm])
+
+    def _save_to_state_dict(self, destination, prefix, keep_vars):
+        """As nn.Embedding's key: `weight`, gathered into a CPU copy (see dak.nn.split_state)."""
+        destination[prefix + "weight"] = gather(self._w_host, self.w_hbm, repr(self))
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
+                              unexpected_keys, error_msgs):
+        """Copy `weight` rows into their homes in place (a tied table shares the lm_head's)."""
+        load_rows(state_dict, prefix + "weight", (self._w_host, self.w_hbm), repr(self), missing_keys, error_msgs)
+        if strict:
+            unexpected(state_dict, prefix, ("weight",), unexpected_keys)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         if self.m_h == 0:
