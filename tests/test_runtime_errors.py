@@ -108,6 +108,8 @@ def test_bad_arguments():
         dak.offload("tiny-llama", batch=0, max_len=8)
     with pytest.raises(ValueError, match="built-in name"):
         dak.offload(42, batch=1, max_len=8)
+    with pytest.raises(ValueError, match="HF causal LM with a .config"):
+        dak.offload(torch.nn.Linear(3, 3), batch=1, max_len=8)
     for kw, name in (({"prompt_len": 4, "gen_len": -3}, "gen_len"), ({"prompt_len": 0, "gen_len": 2}, "prompt_len"),
                      ({"max_len": 0}, "max_len"), ({"max_len": 8.5}, "max_len")):
         with pytest.raises(ValueError, match=f"{name} must be an integer >= 1"):
@@ -128,6 +130,17 @@ def test_generate_beyond_the_cache(tiny):
         tiny.generate(ids[:2], max_new_tokens=1, num_beams=4)
     with pytest.raises(ValueError, match="temperature"):
         tiny.generate(ids[:2], max_new_tokens=1, do_sample=True, temperature=0)
+    with pytest.raises(ValueError, match="prompt_len >= 1"):
+        tiny.generate(ids[:2, :0], max_new_tokens=1)
+
+
+def test_generate_after_free_is_a_clear_error():
+    model = dak.offload("tiny-llama", batch=1, max_len=8, host_ratio=0.5, dtype=torch.float16, tune=False)
+    ids = torch.randint(0, 100, (1, 3))
+    assert model.generate(ids, max_new_tokens=1).shape == (1, 4)
+    model.dak_free()
+    with pytest.raises(RuntimeError, match="released by dak_free"):
+        model.generate(ids, max_new_tokens=1)
 
 
 def test_fewer_prompts_and_sampling(tiny):
@@ -156,7 +169,8 @@ def test_cli_generate_runs_and_rejects_bad_input(capsys):
                  "--host-ratio", "0.5", "--baseline", "uva"]) == 0
     assert "uva: TPOT" in capsys.readouterr().out
     for argv, msg in ((["--host-ratio", "2"], "ratio"), (["--dtype", "fp32"], "dtype"),
-                      (["--batch", "x"], "--batch"), (["--prompt", "hi"], "tokenizer"),
+                      (["--batch", "x"], "--batch"), (["--batch", "-1"], "--batch must be an integer >= 1"),
+                      (["--prompt-len", "-3"], "--prompt-len must be an integer >= 1"), (["--prompt", "hi"], "tokenizer"),
                       (["--baseline", "dak-greedy"], "--baseline"),
                       (["--baseline", "uva", "--hbm-budget", "1GiB"], "--host-ratio")):
         assert main(["generate", "--model", "tiny-llama", "--gen-len", "1"] + argv) == 2

@@ -73,7 +73,8 @@ def run(args) -> int:
     dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16}
     if args.dtype not in dtypes:
         raise ValueError(f"--dtype must be bf16 or fp16, got {args.dtype!r}")
-    batch, plen, glen = _int("--batch", args.batch), _int("--prompt-len", args.prompt_len), _int("--gen-len", args.gen_len)
+    batch, plen, glen = (_int(name, text, minimum=1) for name, text in
+                         (("--batch", args.batch), ("--prompt-len", args.prompt_len), ("--gen-len", args.gen_len)))
     seed = _int("--seed", args.seed)
     ratio = None if args.host_ratio is None else parse_ratio(args.host_ratio)
     ids = _prompt_ids(args.prompt, model_name, batch, plen, seed)

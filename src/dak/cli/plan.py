@@ -47,11 +47,14 @@ def workload_from(args) -> Workload:
                     gen_len=_int("--gen-len", args.gen_len), dtype=args.dtype)
 
 
-def _int(name: str, text: str) -> int:
+def _int(name: str, text: str, minimum: int | None = None) -> int:
     try:
-        return int(str(text).strip())
+        value = int(str(text).strip())
     except ValueError:
         raise ValueError(f"{name} must be an integer, got {text!r}") from None
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value}")
+    return value
 
 
 def run(args) -> int:

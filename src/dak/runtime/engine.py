@@ -273,8 +273,11 @@ class Engine:
             torch.cuda.synchronize(self.device)
 
     def _check(self, ids, max_new_tokens, prompt_lengths):
-        if not isinstance(ids, torch.Tensor) or ids.dim() != 2 or ids.dtype not in (torch.long, torch.int):
-            raise ValueError("input_ids must be a (batch, prompt_len) integer tensor")
+        if getattr(self.kv, "freed", False):
+            raise RuntimeError("this model's memory was released by dak_free(); offload it again to generate")
+        if not isinstance(ids, torch.Tensor) or ids.dim() != 2 or ids.dtype not in (torch.long, torch.int) \
+                or ids.shape[1] == 0:
+            raise ValueError("input_ids must be a (batch, prompt_len) integer tensor with prompt_len >= 1")
         b, n = ids.shape
         if not 0 < b <= self.batch:
             raise ValueError(f"got {b} prompts; this model was offloaded for batch {self.batch} "

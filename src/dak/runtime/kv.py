@@ -71,6 +71,7 @@ class DakKV:
         for cache in self.caches.values():
             cache.free()
         self.caches, self.where, self.ahead = {}, [], None
+        self.freed = True
 
 
 def dak_attention(module, query, key, value, attention_mask=None, scaling=None, dropout=0.0,

@@ -127,6 +127,9 @@ def offload(model: str | nn.Module, *, hbm_budget=None, hardware: str | Hardware
         raise ValueError(f"dtype must be torch.bfloat16 or torch.float16, got {dtype}")
     profile = hardware if isinstance(hardware, HardwareProfile) else get_profile(hardware)
     if isinstance(model, nn.Module):
+        if not hasattr(getattr(model, "config", None), "to_dict"):
+            raise ValueError(f"an nn.Module passed to dak.offload must be an HF causal LM with a .config, "
+                             f"got {type(model).__name__}; wrap single layers in dak.nn.SplitLinear instead")
         name, cfg, folder = type(model).__name__, model.config.to_dict(), None
     elif isinstance(model, str):
         name, cfg = load_config(model)
