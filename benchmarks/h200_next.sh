@@ -52,9 +52,12 @@ H3) # (not run yet; thirteenth session) unforked (F10 trace), OPT-30B's copies r
         --out "$OUT/e2e-opt-30b-h3-groups.json"
     ;;
 H2) # (not run yet; thirteenth session) the split-attention file whole with unforked copy-engine attention, the
-    # default since b197d2c: its 220 random cases (a quarter of those with host KV staged) took 106-269 s before
-    step 320 python3 -u -m pytest -q -s -p no:cacheprovider tests/test_split_attention_gpu.py
+    # default since b197d2c: its 220 random cases (a quarter of those with host KV staged) took 106-269 s before;
+    # since the fourteenth session they are 4 tests of 55 (-v: a run cut by the limit still shows the chunks that
+    # passed). Then large N, KV copy-ahead, and the fourteenth session's state_dict test (loading into captured graphs)
+    step 320 python3 -u -m pytest -v -s -p no:cacheprovider tests/test_split_attention_gpu.py
     step 200 python3 -u -m pytest -q -p no:cacheprovider tests/test_split_linear_large_n_gpu.py tests/test_kv_ahead.py
+    step 60 python3 -u -m pytest -q -p no:cacheprovider tests/test_runtime_gpu.py -k load_state_dict
     ;;
 H1) # (not run yet; thirteenth session) F12's step limit cut OPT-30B batch 512 at 40% before prefetch ran; dak beside it again
     step 280 python3 -m dak bench e2e --models opt-30b --batch 512 --ratios 40 --systems prefetch,dak-consolidated \

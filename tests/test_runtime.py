@@ -19,13 +19,12 @@ from dak.models.spec import load_config  # noqa: E402
 from dak.runtime.offload import hf_config  # noqa: E402
 
 PROMPT, DTYPE = 6, torch.float16
-OVERRIDES = {"tiny-opt": dict(hidden_size=64, ffn_dim=144, word_embed_proj_dim=64)}  # head_dim 16 (the kernels' sizes)
 
 
 def _hf_model(family: str, layers: int = 2):
     from transformers import AutoModelForCausalLM
     _, cfg = load_config(family)
-    cfg = dict(cfg, num_hidden_layers=layers, **OVERRIDES.get(family, {}))
+    cfg = dict(cfg, num_hidden_layers=layers)
     torch.manual_seed(len(family))
     model = AutoModelForCausalLM.from_config(hf_config(cfg), dtype=torch.float32, attn_implementation="eager")
     return model.to(DTYPE).eval()
@@ -219,3 +218,24 @@ def test_fused_projections_match_hf_and_the_unfused_model(checkpoints, family, r
     assert _check_tokens(hf, seq, steps) >= 2 * steps - 1
     if torch.equal(seq, runs[False][0]):
         torch.testing.assert_close(logits, runs[False][1], atol=2e-2, rtol=2e-2)
+
+
+def test_progress_bars_count_every_byte(checkpoints, capsys):
+    """progress=True: placing and then loading (or filling) each reach 100%; False: silent."""
+    _, path = checkpoints["tiny-opt"]
+    capsys.readouterr()
+    model = dak.offload(path, batch=1, max_len=8, host_ratio=0.3, dtype=DTYPE, tune=False, progress=True)
+    err = capsys.readouterr().err
+    for what in ("dak: placing", "dak: loading checkpoint"):
+        line = [seg for seg in err.replace("\r", "\n").split("\n") if what in seg][-1]
+        assert "100%" in line, line
+    model.dak_free()
+    model = dak.offload("tiny-opt", batch=1, max_len=8, host_ratio=0.3, dtype=DTYPE, tune=False, progress=True)
+    err = capsys.readouterr().err
+    assert "100%" in [seg for seg in err.replace("\r", "\n").split("\n") if "filling random weights" in seg][-1]
+    model.dak_free()
+    model = dak.offload("tiny-opt", batch=1, max_len=8, host_ratio=0.3, dtype=DTYPE, tune=False, progress=False)
+    assert "dak: " not in capsys.readouterr().err
+    model.dak_free()
+    with pytest.raises(ValueError, match="progress must be True, False or None"):
+        dak.offload("tiny-opt", batch=1, max_len=8, progress="yes")

@@ -13,6 +13,7 @@ import dak  # noqa: E402
 from dak.nn import SplitLinear  # noqa: E402
 from dak.nn.fused_proj import ProjectionGroup  # noqa: E402
 from dak.runtime.embedding import SplitEmbedding  # noqa: E402
+from test_runtime import _hf_model  # noqa: E402
 
 TOL = {torch.bfloat16: 1e-2, torch.float16: 2e-3}
 
@@ -88,17 +89,12 @@ def test_split_embedding_saves_and_loads_its_rows():
     assert torch.equal(emb(ids), torch.nn.functional.embedding(ids, w2))
 
 
-def _hf(family, seed):
-    from transformers import AutoModelForCausalLM
-
-    from dak.models.spec import load_config
-    from dak.runtime.offload import hf_config
-    _, cfg = load_config(family)
-    extra = dict(hidden_size=64, ffn_dim=144, word_embed_proj_dim=64) if family == "tiny-opt" else {}
+def _perturbed(model, seed):
     torch.manual_seed(seed)
-    model = AutoModelForCausalLM.from_config(hf_config(dict(cfg, num_hidden_layers=2, **extra)),
-                                             dtype=torch.float32, attn_implementation="eager")
-    return model.half().eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    return model
 
 
 @pytest.mark.parametrize("family", ["tiny-llama", "tiny-opt"])
@@ -106,8 +102,8 @@ def test_offloaded_model_round_trips_hf_state_dicts(family, tmp_path):
     """An offloaded model's state_dict has HF's keys and values (so save_pretrained writes a
     checkpoint plain HF loads); loading another model's state dict makes it that model."""
     from transformers import AutoModelForCausalLM
-    a, b = _hf(family, 1), _hf(family, 2)
-    model = dak.offload(_hf(family, 1), batch=2, max_len=12, host_ratio=0.3, dtype=torch.float16, tune=False)
+    a, b = _hf_model(family), _perturbed(_hf_model(family), 2)
+    model = dak.offload(_hf_model(family), batch=2, max_len=12, host_ratio=0.3, dtype=torch.float16, tune=False)
     assert any(isinstance(m, SplitLinear) and 0 < m.host_rows < m.out_features for m in model.modules())
     want = a.state_dict()
     got = model.state_dict()

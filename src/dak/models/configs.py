@@ -85,7 +85,7 @@ BUILTIN_CONFIGS: dict[str, dict] = {
     # Tiny test models: head_dim 16 or 20, odd vocab/intermediate sizes.
     "tiny-llama": _llama(96, 200, 3, 6, 2, 1001, 512, 10000.0, "float32",
                          pad_token_id=0),
-    "tiny-opt": _opt(80, 176, 2, 4, 1003, 256, torch_dtype="float32", dropout=0.0),
+    "tiny-opt": _opt(64, 144, 2, 4, 1003, 256, torch_dtype="float32", dropout=0.0),  # head_dim 16
     "tiny-qwen2": _qwen2(112, 232, 3, 7, 1, 997, 512, torch_dtype="float32",
                          bos_token_id=1, eos_token_id=2),
     "tiny-mistral": _mistral(64, 176, 4, 4, 2, 999, 512, 256, torch_dtype="float32"),

@@ -19,6 +19,7 @@ from torch import nn
 from dak.nn.split_linear import SplitLinear
 from dak.planner.placement import Placement
 from dak.runtime.embedding import SplitEmbedding
+from dak.runtime.progress import Bytes, nbytes
 
 CHUNK_BYTES = 64 << 20
 
@@ -55,11 +56,13 @@ class SplitPositions(SplitEmbedding):
         return super().forward(position_ids + self.offset)
 
 
-def place(model: nn.Module, placement: Placement, device: torch.device, tune: bool) -> list[int]:
+def place(model: nn.Module, placement: Placement, device: torch.device, tune: bool, bar=None) -> list[int]:
     """Swap planned modules for split ones in `model` (meta or real). Returns per-layer host requests.
 
     Real (non-meta) weights are copied into their homes; meta ones are allocated uninitialised.
+    bar: a dak.runtime.progress.Bytes told each placed operator's bytes (`op.bytes`).
     """
+    tell = bar.update if bar is not None else (lambda n: None)
     host_requests: dict[int, int] = {}
     tied = None
     for op in placement.ops:
@@ -76,14 +79,17 @@ def place(model: nn.Module, placement: Placement, device: torch.device, tune: bo
         split = (SplitLinear.empty(w.shape[0], w.shape[1], bias=b is not None, dtype=w.dtype, **kw)
                  if w.device.type == "meta" else SplitLinear(w.data, None if b is None else b.data, **kw))
         _set(model, name, split)
+        tell(op.bytes)
         if op.kind == "lm_head":
             tied = split
     for op in placement.ops:
         if op.kind not in ("embed_tokens", "embed_positions"):
             continue
         name, mod = find_module(model, op.name)
-        _set(model, name, _split_table(mod, op.host_rows or 0, device,
-                                       SplitPositions if op.kind == "embed_positions" else SplitEmbedding))
+        table = _split_table(mod, op.host_rows or 0, device,
+                             SplitPositions if op.kind == "embed_positions" else SplitEmbedding)
+        _set(model, name, table)
+        tell(op.bytes)
     if tied is not None and getattr(model.config, "tie_word_embeddings", False):
         emb_name = next(n for n, m in model.named_modules() if n.endswith("embed_tokens"))
         _set(model, emb_name, SplitEmbedding(tied.w_host, tied.w_hbm, owner=tied))
@@ -140,37 +146,44 @@ def _row_parts(mod: nn.Module, tied: set) -> list[torch.Tensor] | None:
 
 
 @torch.no_grad()
-def fill_random(model: nn.Module, seed: int, std: float = 0.02) -> None:
+def fill_random(model: nn.Module, seed: int, std: float = 0.02, progress: bool | None = False) -> None:
     """Seeded normal(0, std) weights that depend only on (seed, module name), not on the split.
 
     Each full weight is generated on the device in fixed row chunks from a generator seeded by
     the module's name and scattered into its host and HBM parts, so every placement of a model
     (and every baseline) gets identical weights; biases are zeroed. A tied embedding table is
-    filled as the lm_head. Norms keep their deterministic initial values.
+    filled as the lm_head. Norms keep their deterministic initial values. progress: see
+    dak.runtime.progress.
     """
     tied = {id(m.weight) for m in model.modules() if isinstance(m, nn.Linear)}
+    todo = [(name, mod, parts) for name, mod in model.named_modules()
+            for parts in [_row_parts(mod, tied)] if parts is not None]
+    with Bytes(sum(nbytes(*parts) for _, _, parts in todo), "dak: filling random weights", progress) as bar:
+        for name, mod, parts in todo:
+            _fill_module(name, mod, parts, seed, std)
+            bar.update(nbytes(*parts))
+
+
+def _fill_module(name: str, mod: nn.Module, parts: list, seed: int, std: float) -> None:
+    """One module's weight rows from its name-seeded generator, in fixed chunks; bias zeroed."""
     dev = torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
-    for name, mod in model.named_modules():
-        parts = _row_parts(mod, tied)
-        if parts is None:
-            continue
-        cols = parts[-1].shape[1]
-        g = torch.Generator(device=dev).manual_seed(seed * 1_000_003 + zlib.crc32(name.encode()))
-        step = max(1, CHUNK_BYTES // 4 // max(1, cols))
-        bounds, row = [], 0
-        for p in parts:
-            bounds.append((row, row + p.shape[0], p))
-            row += p.shape[0]
-        for lo in range(0, row, step):
-            hi = min(row, lo + step)
-            block = torch.randn(hi - lo, cols, generator=g, device=dev) * std
-            for a, b, p in bounds:
-                s, e = max(a, lo), min(b, hi)
-                if s < e:
-                    p[s - a:e - a].copy_(block[s - lo:e - lo].to(p.dtype))
-        bias = getattr(mod, "bias", None)
-        if isinstance(bias, torch.Tensor):
-            bias.zero_()
+    cols = parts[-1].shape[1]
+    g = torch.Generator(device=dev).manual_seed(seed * 1_000_003 + zlib.crc32(name.encode()))
+    step = max(1, CHUNK_BYTES // 4 // max(1, cols))
+    bounds, row = [], 0
+    for p in parts:
+        bounds.append((row, row + p.shape[0], p))
+        row += p.shape[0]
+    for lo in range(0, row, step):
+        hi = min(row, lo + step)
+        block = torch.randn(hi - lo, cols, generator=g, device=dev) * std
+        for a, b, p in bounds:
+            s, e = max(a, lo), min(b, hi)
+            if s < e:
+                p[s - a:e - a].copy_(block[s - lo:e - lo].to(p.dtype))
+    bias = getattr(mod, "bias", None)
+    if isinstance(bias, torch.Tensor):
+        bias.zero_()
 
 
 def fill_rows(dst: torch.Tensor, make) -> None:

@@ -17,6 +17,7 @@ from torch import nn
 from dak.nn.split_linear import SplitLinear
 from dak.runtime.build import CHUNK_BYTES
 from dak.runtime.embedding import SplitEmbedding
+from dak.runtime.progress import Bytes
 
 
 def shard_files(folder: str) -> list[str]:
@@ -61,10 +62,15 @@ def _copy_rows(sl, dst: torch.Tensor, row0: int) -> None:
 
 
 @torch.no_grad()
-def load_checkpoint(model: nn.Module, folder: str, progress=None) -> int:
-    """Fill `model` from folder/*.safetensors. Returns the bytes read."""
-    from safetensors import safe_open
+def load_checkpoint(model: nn.Module, folder: str, progress: bool | None = False) -> int:
+    """Fill `model` from folder/*.safetensors. Returns the bytes read. progress: see dak.runtime.progress."""
     targets = _targets(model)
+    with Bytes(sum(_nbytes(dst) for _, dst in targets.values()), "dak: loading checkpoint", progress) as bar:
+        return _load(model, folder, targets, bar)
+
+
+def _load(model: nn.Module, folder: str, targets: dict, bar: Bytes) -> int:
+    from safetensors import safe_open
     tied = "lm_head.weight" in targets and getattr(model.config, "tie_word_embeddings", False)
     done, unknown, nbytes = set(), [], 0
     for path in shard_files(folder):
@@ -93,8 +99,7 @@ def load_checkpoint(model: nn.Module, folder: str, progress=None) -> int:
                     dst.copy_(sl[:] if shape else f.get_tensor(key))
                 done.add(name)
                 nbytes += _nbytes(dst)
-                if progress is not None:
-                    progress(name)
+                bar.update(_nbytes(dst))
     missing = [n for n in targets if n not in done]
     if missing:
         raise ValueError(f"checkpoint {folder!r} lacks {len(missing)} tensors the model needs, e.g. "

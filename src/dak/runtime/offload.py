@@ -121,8 +121,12 @@ def offload(model: str | nn.Module, *, hbm_budget=None, hardware: str | Hardware
             gen_len: int | None = None, policy: str = DEFAULT_POLICY, host_ratio: float | None = None,
             dtype: torch.dtype = torch.bfloat16, seed: int = 0, tune: bool = True,
             graphs: bool | None = None, kv_buckets: int = DEFAULT_KV_BUCKETS, kv_ahead: bool = DEFAULT_KV_AHEAD,
-            fuse_projections: bool = DEFAULT_FUSE_PROJECTIONS) -> nn.Module:
-    """Offload `model` (built-in name, local checkpoint folder, or an HF model) for one GPU."""
+            fuse_projections: bool = DEFAULT_FUSE_PROJECTIONS, progress: bool | None = None) -> nn.Module:
+    """Offload `model` (built-in name, local checkpoint folder, or an HF model) for one GPU.
+    progress: byte progress bars for placing and filling/loading the weights (None: only when
+    stderr is a terminal)."""
+    if progress not in (None, True, False):
+        raise ValueError(f"progress must be True, False or None (on a terminal only), got {progress!r}")
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be torch.bfloat16 or torch.float16, got {dtype}")
     profile = hardware if isinstance(hardware, HardwareProfile) else get_profile(hardware)
@@ -146,7 +150,7 @@ def offload(model: str | nn.Module, *, hbm_budget=None, hardware: str | Hardware
     placement = placement_for(spec, w, profile, hbm_budget, policy, host_ratio, fuse_projections)
     model, kv = build_model(cfg, placement, dtype=dtype, seed=seed, tune=tune, folder=folder,
                             module=model if isinstance(model, nn.Module) else None, name=name, kv_ahead=kv_ahead,
-                            fuse_projections=fuse_projections)
+                            fuse_projections=fuse_projections, progress=progress)
     engine = Engine(model, kv, graphs, kv_buckets=kv_buckets, kv_ahead=kv_ahead)
     model.dak_placement, model.dak_kv, model.dak_engine = placement, kv, engine
     model.generate = types.MethodType(_generate, model)
@@ -163,7 +167,8 @@ def check_head_dim(spec: ModelSpec) -> None:
 
 def build_model(cfg: dict, placement, *, dtype: torch.dtype, seed: int = 0, tune: bool = True,
                 folder: str | None = None, module: nn.Module | None = None, name: str = "custom",
-                kv_ahead: bool = DEFAULT_KV_AHEAD, fuse_projections: bool = DEFAULT_FUSE_PROJECTIONS):
+                kv_ahead: bool = DEFAULT_KV_AHEAD, fuse_projections: bool = DEFAULT_FUSE_PROJECTIONS,
+                progress: bool | None = False):
     """(model, DakKV): the HF model of `cfg` built into `placement`'s homes.
 
     Weights come from `folder` (safetensors), from `module` (an HF model, copied into the
@@ -174,6 +179,7 @@ def build_model(cfg: dict, placement, *, dtype: torch.dtype, seed: int = 0, tune
     from dak.nn.fused_proj import fuse_projections as fuse
     from dak.runtime.build import fill_random, place, skeleton
     from dak.runtime.checkpoint import load_checkpoint
+    from dak.runtime.progress import Bytes
     from dak.runtime.fused import install as install_fused
     spec = ModelSpec.from_config(cfg, name=name)
     check_head_dim(spec)
@@ -188,12 +194,14 @@ def build_model(cfg: dict, placement, *, dtype: torch.dtype, seed: int = 0, tune
     kv_staging = per_request * (sum(set(host_req)) + (2 * max(host_req, default=0) if kv_ahead else 0))
     check_memory(placement, sum(host_req) * per_request, device, kv_staging if device.type == "cuda" else 0)
     model = module.to(dtype) if module is not None else skeleton(hf_config(cfg), dtype)
-    host_requests = place(model, placement, device, tune)
+    weights = sum(op.bytes for op in placement.ops if op.kind != "attention")
+    with Bytes(weights, "dak: placing (pinning host rows, allocating HBM)", progress) as bar:
+        host_requests = place(model, placement, device, tune, bar)
     model.dak_fused = fuse(model) if fuse_projections else 0  # before filling: loaders write into the views
     if folder is not None:
-        load_checkpoint(model, folder)
+        load_checkpoint(model, folder, progress)
     elif module is None:
-        fill_random(model, seed)
+        fill_random(model, seed, progress=progress)
     model.eval()
     install_fused(model)
     register()
