@@ -123,6 +123,8 @@ def offload(model: str | nn.Module, *, hbm_budget=None, hardware: str | Hardware
             graphs: bool | None = None, kv_buckets: int = DEFAULT_KV_BUCKETS, kv_ahead: bool = DEFAULT_KV_AHEAD,
             fuse_projections: bool = DEFAULT_FUSE_PROJECTIONS, progress: bool | None = None) -> nn.Module:
     """Offload `model` (built-in name, local checkpoint folder, or an HF model) for one GPU.
+    An HF model passed in is converted in place and returned: its planned linears and embeddings
+    become split modules (their old tensors are freed once copied), so keep a copy if you need it.
     progress: byte progress bars for placing and filling/loading the weights (None: only when
     stderr is a terminal)."""
     if progress not in (None, True, False):
