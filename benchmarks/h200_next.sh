@@ -54,11 +54,16 @@ H3) # (not run yet; thirteenth session) unforked (F10 trace), OPT-30B's copies r
 H4) # (not run yet; fourteenth session, no device time then) the all-HBM step of the 7-8B models is 0.78-0.86 x bound,
     # the main miss of the EB >= 0.9 target at x <= 5%: in Llama-3-8B's graph (s11 trims profile) cuBLAS GEMMs take
     # 3.94 of 4.60 ms, o_proj and qkv run at 3.0-3.2 TB/s (the big ones 3.9-4.3) and o/down add 64 split-K reduce
-    # kernels a step. Does torch's cuBLASLt preference pick other kernels? Same call, default then cuBLASLt
+    # kernels a step. Does torch's cuBLASLt preference pick other kernels? And $DAK_DEFER_RESIDUAL=1 (fourteenth
+    # session, CPU-tested): the MLP residual add joins the next layer's add + RMSNorm launch, one launch fewer a
+    # layer (the tenth session's two fewer gave 4-5%). Its GPU test first; then default, cuBLASLt, deferred
+    step 100 python3 -u -m pytest -q -p no:cacheprovider tests/test_runtime_gpu.py -k forked_or_eager
     e2e="-m dak bench e2e --models llama-2-7b,llama-3-8b,opt-6.7b --batch 8 --ratios 0,2 --systems dak-consolidated"
     lt="import runpy, sys, torch; torch.backends.cuda.preferred_blas_library('cublaslt'); sys.argv = ['dak'] + sys.argv[1:]; runpy.run_module('dak', run_name='__main__')"
-    step 150 python3 $e2e --out "$OUT/e2e-h4-cublas.json"
-    step 150 python3 -c "$lt" ${e2e#-m dak } --out "$OUT/e2e-h4-cublaslt.json"
+    step 130 python3 $e2e --out "$OUT/e2e-h4-cublas.json"
+    step 130 python3 -c "$lt" ${e2e#-m dak } --out "$OUT/e2e-h4-cublaslt.json"
+    step 100 env DAK_DEFER_RESIDUAL=1 python3 -m dak bench e2e --models llama-2-7b,llama-3-8b --batch 8 --ratios 0,2 \
+        --systems dak-consolidated --out "$OUT/e2e-h4-defer.json"
     p="benchmarks/profile_step.py --steps 2 --model llama-3-8b --ratios 0"
     step 60 python3 -c "import runpy, sys, torch; torch.backends.cuda.preferred_blas_library('cublaslt'); sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')" $p --out "$OUT/step-llama-3-8b-h4-cublaslt.json"
     ;;

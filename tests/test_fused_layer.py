@@ -111,11 +111,13 @@ def test_knob_off_leaves_layers_as_hf(monkeypatch):
     assert sum(getattr(m.forward, "__func__", None) is fz._layer_forward for m in model.modules()) == 2
 
 
-@pytest.mark.parametrize("family,addmm", [("tiny-llama", "0"), ("tiny-llama", "1"), ("tiny-qwen2", "0"),
-                                          ("tiny-mistral", "1")])
-def test_installed_layers_match_hf(family, addmm, monkeypatch):
+@pytest.mark.parametrize("family,addmm,defer", [("tiny-llama", "0", "0"), ("tiny-llama", "1", "0"),
+                                                ("tiny-qwen2", "0", "0"), ("tiny-mistral", "1", "0"),
+                                                ("tiny-llama", "0", "1"), ("tiny-qwen2", "1", "1")])
+def test_installed_layers_match_hf(family, addmm, defer, monkeypatch):
     """Fused layers give HF's logits; with $DAK_RESIDUAL_ADDMM=1 the MLP's residual add runs inside
-    down_proj's GEMM (its module is not called)."""
+    down_proj's GEMM (its module is not called); with $DAK_DEFER_RESIDUAL=1 (inside fused()) it
+    runs in the next layer's input norm or the final norm instead, and outside fused() not at all."""
     from transformers import AutoModelForCausalLM
 
     from dak.models.spec import load_config
@@ -139,12 +141,42 @@ def test_installed_layers_match_hf(family, addmm, monkeypatch):
         for layer in layers:
             layer.mlp.down_proj.register_forward_hook(lambda *a: downs.append(1))
         monkeypatch.setenv("DAK_RESIDUAL_ADDMM", addmm)
+        monkeypatch.setenv("DAK_DEFER_RESIDUAL", defer)
+        assert all(layer._dak_defer for layer in layers), "every consumer of the stack fuses the add"
+        if defer == "1":
+            outside = model(ids).logits  # no deferral outside the engine's forward
+            assert calls == ["add_rms_norm", "silu_mul"] * 2
+            torch.testing.assert_close(outside, ref, atol=2e-3, rtol=2e-3)
+            calls.clear()
+            downs.clear()
         with fz.fused():
             got = model(ids).logits
-    assert calls == ["add_rms_norm", "silu_mul"] * 2, "the fused layer forward ran, not HF's"
-    assert len(downs) == (0 if addmm == "1" else 2), "addmm replaces the down_proj call exactly when on"
+    if defer == "1":
+        assert calls == ["add_rms_norm", "silu_mul", "add_rms_norm", "add_rms_norm", "silu_mul", "add_rms_norm"]
+        assert len(downs) == 2
+    else:
+        assert calls == ["add_rms_norm", "silu_mul"] * 2, "the fused layer forward ran, not HF's"
+        assert len(downs) == (0 if addmm == "1" else 2), "addmm replaces the down_proj call exactly when on"
     assert not got.isnan().any()
     torch.testing.assert_close(got, ref, atol=2e-3, rtol=2e-3)
+
+
+def test_no_deferral_unless_every_consumer_fuses(monkeypatch):
+    """A stack with one layer left as HF's (or an unfused final norm) never defers its residual."""
+    from transformers import AutoModelForCausalLM
+
+    from dak.models.spec import load_config
+    from dak.runtime.offload import hf_config
+    _, cfg = load_config("tiny-llama")
+    model = AutoModelForCausalLM.from_config(hf_config(dict(cfg, num_hidden_layers=2)))
+    model.model.layers[1].mlp.act_fn = torch.nn.GELU()  # not fusable: HF's forward stays
+    fz.install(model, layers=True)
+    assert not any(getattr(m, "_dak_defer", False) for m in model.modules())
+    pending = torch.ones(3)
+    x = torch.zeros(3)
+    setattr(x, fz._PENDING, pending)
+    assert fz._pop_pending(x) is pending and fz._pop_pending(x) is None  # taken once
+    assert torch.equal(fz._settle(x, pending), pending) and fz._settle(x, None) is x
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
@@ -189,8 +221,10 @@ def test_opt_layers_are_left_alone():
     assert not any(fz._fusable_layer(m) for m in model.modules())
 
 
-def test_offloaded_model_with_fused_layers_gives_hf_tokens(monkeypatch, tmp_path):
-    """dak.offload with fused layers (the default; host share 0.3, CUDA graphs on a GPU): HF's greedy tokens."""
+@pytest.mark.parametrize("defer", ["0", "1"])
+def test_offloaded_model_with_fused_layers_gives_hf_tokens(monkeypatch, tmp_path, defer):
+    """dak.offload with fused layers (the default; host share 0.3, CUDA graphs on a GPU): HF's greedy
+    tokens, also with the MLP residual add deferred to the next layer's norm ($DAK_DEFER_RESIDUAL)."""
     import dak
     from transformers import AutoModelForCausalLM
 
@@ -202,11 +236,12 @@ def test_offloaded_model_with_fused_layers_gives_hf_tokens(monkeypatch, tmp_path
                                           attn_implementation="eager").to(torch.float16).eval()
     hf.save_pretrained(tmp_path)
     monkeypatch.delenv("DAK_FUSED_LAYER", raising=False)
+    monkeypatch.setenv("DAK_DEFER_RESIDUAL", defer)
     steps, prompt = 12, 6
     model = dak.offload(str(tmp_path), batch=2, max_len=prompt + steps, host_ratio=0.3, dtype=torch.float16,
                         tune=False)
     fused_layers = [m for m in model.modules() if getattr(m.forward, "__func__", None) is fz._layer_forward]
-    assert len(fused_layers) == 2
+    assert len(fused_layers) == 2 and all(m._dak_defer for m in fused_layers)
     ids = torch.randint(3, hf.config.vocab_size, (2, prompt), generator=torch.Generator().manual_seed(1))
     seq = model.generate(ids, max_new_tokens=steps).cpu()
     model.dak_free()

@@ -11,7 +11,8 @@ one that fuses the residual add with the post-attention RMSNorm and the MLP's Si
 multiply (dak.kernels.fused_layer): two launches fewer per layer, same rounding as HF. On by
 default since the tenth session (H200, B=8: Llama-2-7B TPOT 4.60 -> 4.42 ms, Llama-3-8B 4.88 ->
 4.65 ms, same call); `$DAK_FUSED_LAYER=0` turns it off. `$DAK_RESIDUAL_ADDMM=1` (an experiment)
-also folds the MLP's residual add into down_proj's cuBLAS call.
+also folds the MLP's residual add into down_proj's cuBLAS call; `$DAK_DEFER_RESIDUAL=1` (an
+experiment) moves it into the next layer's input add + RMSNorm launch (or the final norm's).
 """
 
 from __future__ import annotations
@@ -49,9 +50,33 @@ def _runs_here(x) -> bool:
 
 
 def _norm_forward(self, hidden_states):
+    pending = _pop_pending(hidden_states)
     if _runs_here(hidden_states) and hidden_states.dtype == self.weight.dtype:
+        if pending is not None:  # a deferred residual add (see _layer_forward), fused here
+            return add_rms_norm(hidden_states, pending, self.weight, self.variance_epsilon)[1]
         return rms_norm(hidden_states, self.weight, self.variance_epsilon)
-    return type(self).forward(self, hidden_states)
+    return type(self).forward(self, _settle(hidden_states, pending))
+
+
+_PENDING = "_dak_pending_residual"
+
+
+def defer_residual_enabled() -> bool:
+    """$DAK_DEFER_RESIDUAL=1 (an experiment, off until measured on the GPU): inside the engine's
+    forward, a fused layer whose consumer is the next fused layer or the final RMSNorm returns
+    down_proj's output with the residual attached, and the consumer adds it inside its own
+    add + RMSNorm launch: one launch fewer per layer, the same rounding as HF."""
+    return env_flag("DAK_DEFER_RESIDUAL", False)
+
+
+def _pop_pending(x):
+    """The residual a deferring layer attached to `x` (detached from it), or None."""
+    return x.__dict__.pop(_PENDING, None) if isinstance(x, torch.Tensor) else None
+
+
+def _settle(x, pending):
+    """x with its deferred residual added (for consumers that cannot fuse the add)."""
+    return x if pending is None else pending + x
 
 
 def _layer_norm_forward(self, x):
@@ -114,15 +139,35 @@ def _fusable_layer(mod) -> bool:
 def _layer_forward(self, hidden_states, *args, **kwargs):
     """HF's decoder layer with residual + post-attention RMSNorm and SiLU * up as one launch each.
     Positional extras, other devices or dtypes: HF's own forward."""
-    post = self.post_attention_layernorm
+    post, first = self.post_attention_layernorm, self.input_layernorm
+    pending = _pop_pending(hidden_states)
     if args or not _runs_here(hidden_states) or hidden_states.dtype != post.weight.dtype:
-        return type(self).forward(self, hidden_states, *args, **kwargs)
-    residual = hidden_states
-    h = self.input_layernorm(hidden_states)
+        return type(self).forward(self, _settle(hidden_states, pending), *args, **kwargs)
+    if pending is None:
+        residual, h = hidden_states, first(hidden_states)
+    else:  # the previous layer's MLP residual add, fused with this layer's input norm
+        residual, h = add_rms_norm(hidden_states, pending, first.weight, first.variance_epsilon)
     h, _ = self.self_attn(hidden_states=h, **kwargs)
     residual, h = add_rms_norm(h, residual, post.weight, post.variance_epsilon)
     mlp = self.mlp
-    return _linear_add(mlp.down_proj, silu_mul(mlp.gate_proj(h), mlp.up_proj(h)), residual)
+    act = silu_mul(mlp.gate_proj(h), mlp.up_proj(h))
+    if getattr(self, "_dak_defer", False) and _ON.get() and defer_residual_enabled():
+        out = mlp.down_proj(act)
+        setattr(out, _PENDING, residual)
+        return out
+    return _linear_add(mlp.down_proj, act, residual)
+
+
+def _mark_deferring(model: nn.Module) -> None:
+    """Let a decoder stack's fused layers defer their MLP residual add (see defer_residual_enabled)
+    where every consumer fuses it: all layers of the stack fused and its final norm an RMSNorm."""
+    for mod in model.modules():
+        stack, norm = getattr(mod, "layers", None), getattr(mod, "norm", None)
+        if (isinstance(stack, nn.ModuleList) and len(stack)
+                and all(getattr(m.forward, "__func__", None) is _layer_forward for m in stack)
+                and getattr(getattr(norm, "forward", None), "__func__", None) is _norm_forward):
+            for layer in stack:
+                layer._dak_defer = True
 
 
 def install(model: nn.Module, layers: bool | None = None) -> int:
@@ -140,6 +185,8 @@ def install(model: nn.Module, layers: bool | None = None) -> int:
         elif layers and _fusable_layer(mod):
             mod.forward = types.MethodType(_layer_forward, mod)
             n += 1
+    if layers:
+        _mark_deferring(model)
     module = sys.modules.get(type(model).__module__)
     hf_rotary = getattr(module, "apply_rotary_pos_emb", None)
     if hf_rotary is not None and not hasattr(hf_rotary, "dak_wraps"):
