@@ -239,3 +239,41 @@ def test_progress_bars_count_every_byte(checkpoints, capsys):
     model.dak_free()
     with pytest.raises(ValueError, match="progress must be True, False or None"):
         dak.offload("tiny-opt", batch=1, max_len=8, progress="yes")
+
+
+def test_attention_mask_left_or_right_padding_continues_each_prompt(checkpoints):
+    """A padded batch as a tokenizer returns it (left or right padding, pads any id): the same new
+    tokens as prompt_lengths, each continuing its own prompt (HF teacher-forced on it unpadded)."""
+    hf, path = checkpoints["tiny-qwen2"]
+    steps, lens = 8, [PROMPT, 2, 4]
+    model = dak.offload(path, batch=3, max_len=PROMPT + steps, host_ratio=0.3, dtype=DTYPE, tune=False)
+    g = torch.Generator().manual_seed(4)
+    prompts = [torch.randint(3, hf.config.vocab_size, (n,), generator=g) for n in lens]
+    pad = hf.config.vocab_size + 7  # not a token: never read
+    right, left = torch.full((3, PROMPT), pad), torch.full((3, PROMPT), pad)
+    right_mask, left_mask = torch.zeros(3, PROMPT, dtype=torch.long), torch.zeros(3, PROMPT, dtype=torch.long)
+    for b, p in enumerate(prompts):
+        right[b, :len(p)], right_mask[b, :len(p)] = p, 1
+        left[b, PROMPT - len(p):], left_mask[b, PROMPT - len(p):] = p, 1
+    by_len = model.generate(right.masked_fill(right_mask == 0, 0), max_new_tokens=steps, prompt_lengths=lens)
+    got_right = model.generate(right, max_new_tokens=steps, attention_mask=right_mask)
+    got_left = model.generate(left, max_new_tokens=steps, attention_mask=left_mask.bool())
+    assert torch.equal(got_right[:, :PROMPT], right) and torch.equal(got_left[:, :PROMPT], left)
+    assert torch.equal(got_right[:, PROMPT:], by_len[:, PROMPT:])
+    assert torch.equal(got_left[:, PROMPT:], by_len[:, PROMPT:])
+    for b, p in enumerate(prompts):
+        seq = torch.cat([p, got_left[b, PROMPT:]])[None]
+        with torch.no_grad():
+            logits = hf(seq).logits[0].float()
+        for t in range(steps):
+            ref, tok = logits[len(p) + t - 1], seq[0, len(p) + t]
+            assert ref.max() - ref[tok] <= ref.max().abs() * 2.0 ** -10 + 1e-6, (b, t)
+    for mask, msg in ((torch.tensor([[1, 0, 1, 1, 1, 1]] * 3), "left- or right-padded"),
+                      (torch.cat([left_mask[:2], right_mask[2:]]), "left- or right-padded"),
+                      (torch.zeros(3, PROMPT, dtype=torch.long), "at least one 1"),
+                      (2 * right_mask, "only 0 and 1"), (right_mask[:, :3], "must match")):
+        with pytest.raises(ValueError, match=msg):
+            model.generate(right, max_new_tokens=1, attention_mask=mask)
+    with pytest.raises(ValueError, match="not both"):
+        model.generate(right, max_new_tokens=1, attention_mask=right_mask, prompt_lengths=lens)
+    model.dak_free()

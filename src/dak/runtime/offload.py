@@ -215,14 +215,19 @@ def build_model(cfg: dict, placement, *, dtype: torch.dtype, seed: int = 0, tune
 
 def _generate(self, input_ids: torch.Tensor, max_new_tokens: int = 32, do_sample: bool = False,
               temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0, prompt_lengths=None,
-              eos_token_id=None, pad_token_id=None, **unused):
+              eos_token_id=None, pad_token_id=None, attention_mask=None, **unused):
     """HF-style generate: returns (B, L + new) ids, the prompt followed by max_new_tokens new tokens,
     or fewer when every request reached `eos_token_id` (later tokens of a stopped request are
-    `pad_token_id`). Without eos_token_id it always generates max_new_tokens."""
+    `pad_token_id`). Without eos_token_id it always generates max_new_tokens. A padded batch takes
+    `attention_mask` (left or right padding, as a tokenizer returns it) or `prompt_lengths`
+    (right padding); each request's new tokens continue its own prompt."""
+    from dak.runtime.padding import prompts_from_mask
     if unused:
         raise ValueError(f"dak's generate does not support {sorted(unused)}; it takes max_new_tokens, "
-                         "do_sample, temperature, top_k, top_p, prompt_lengths, eos_token_id, pad_token_id")
-    res = self.dak_engine.generate(input_ids, max_new_tokens, prompt_lengths,
+                         "do_sample, temperature, top_k, top_p, prompt_lengths, attention_mask, eos_token_id, "
+                         "pad_token_id")
+    ids, prompt_lengths = prompts_from_mask(input_ids, attention_mask, prompt_lengths)
+    res = self.dak_engine.generate(ids, max_new_tokens, prompt_lengths,
                                    Sampling(do_sample, temperature, top_k, top_p), eos_token_id, pad_token_id)
     self.dak_last = res
     return torch.cat([input_ids.to(res.tokens.device), res.tokens], dim=1)
