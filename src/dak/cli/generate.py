@@ -33,7 +33,8 @@ def add_parser(sub) -> None:
     p.add_argument("--hardware", default="h200-pcie", help="preset name or profile .json (default h200-pcie)")
     p.add_argument("--dtype", default="bf16", help="bf16 | fp16 (default bf16)")
     p.add_argument("--seed", default="0", help="seed of the random weights and prompts (default 0)")
-    p.add_argument("--prompt", default=None, help="prompt text (needs a checkpoint folder with a tokenizer)")
+    p.add_argument("--prompt", action="append", default=None,
+                   help="prompt text; repeat for several prompts, up to --batch (needs a checkpoint folder with a tokenizer)")
     p.add_argument("--sample", action="store_true", help="sample (temperature 1) instead of greedy decoding")
     p.add_argument("--tune", action="store_true", help="sweep kernel configs per shape before first use (slow once, cached)")
     p.add_argument("--no-graphs", action="store_true", help="decode eagerly instead of replaying a CUDA graph")
@@ -77,7 +78,7 @@ def run(args) -> int:
                          (("--batch", args.batch), ("--prompt-len", args.prompt_len), ("--gen-len", args.gen_len)))
     seed = _int("--seed", args.seed)
     ratio = None if args.host_ratio is None else parse_ratio(args.host_ratio)
-    ids = _prompt_ids(args.prompt, model_name, batch, plen, seed)
+    ids, lengths = _prompt_ids(args.prompt, model_name, batch, plen, seed)
     plen = ids.shape[1]
     eos = pad = None
     if args.stop_at_eos:  # from the config, before anything is built
@@ -93,7 +94,8 @@ def run(args) -> int:
                         kv_buckets=_int("--kv-buckets", args.kv_buckets), kv_ahead=args.kv_ahead,
                         fuse_projections=args.fuse_projections)
     try:
-        out = model.generate(ids, max_new_tokens=glen, do_sample=args.sample, eos_token_id=eos, pad_token_id=pad)
+        out = model.generate(ids, max_new_tokens=glen, do_sample=args.sample, eos_token_id=eos, pad_token_id=pad,
+                             prompt_lengths=lengths)
         print(report(model.dak_placement, model.dak_last, batch, model.dak_engine.graphs))
         if args.kv_ahead:
             n = model.dak_engine.kv_ahead_layers
@@ -103,7 +105,10 @@ def run(args) -> int:
             print(f"fused projections: {model.dak_fused} q/k/v or gate/up set(s) multiply as one matrix")
         if args.prompt is not None:
             tok = _tokenizer(model_name)
-            print("output:", tok.decode(out[0].tolist(), skip_special_tokens=True))
+            for b in range(len(args.prompt)):  # each prompt without its padding, then its new tokens
+                n = plen if lengths is None else int(lengths[b])
+                text = tok.decode(out[b, :n].tolist() + out[b, plen:].tolist(), skip_special_tokens=True)
+                print(f"output {b}:" if len(args.prompt) > 1 else "output:", text)
     finally:
         model.dak_free()
     return 0
@@ -160,12 +165,25 @@ def _tokenizer(model_name: str):
         raise ValueError(f"no usable tokenizer in {model_name!r}: {e}") from None
 
 
-def _prompt_ids(prompt, model_name: str, batch: int, plen: int, seed: int):
+def _prompt_ids(prompts, model_name: str, batch: int, plen: int, seed: int):
+    """(ids, prompt lengths or None): one prompt fills the batch; several are right-padded rows
+    (the engine pads the batch with copies of the first); none: seeded random ids."""
     import torch
-    if prompt is not None:
-        ids = _tokenizer(model_name)(prompt, return_tensors="pt").input_ids
-        return ids.expand(batch, -1).contiguous()
+    if prompts is not None:
+        if len(prompts) > batch:
+            raise ValueError(f"{len(prompts)} prompts but --batch {batch}: raise --batch to at least {len(prompts)}")
+        tok = _tokenizer(model_name)
+        rows = [tok(text).input_ids for text in prompts]
+        for i, row in enumerate(rows):
+            if not row:
+                raise ValueError(f"prompt {i} ({prompts[i]!r}) has no tokens; give some text")
+        if len(rows) == 1:
+            return torch.tensor(rows[0])[None].expand(batch, -1).contiguous(), None
+        ids = torch.zeros(len(rows), max(map(len, rows)), dtype=torch.long)
+        for i, row in enumerate(rows):
+            ids[i, :len(row)] = torch.tensor(row)
+        return ids, torch.tensor([len(row) for row in rows])
     from dak.models.spec import load_spec
     vocab = load_spec(model_name).vocab_size
     g = torch.Generator().manual_seed(seed)
-    return torch.randint(0, vocab, (batch, plen), generator=g)
+    return torch.randint(0, vocab, (batch, plen), generator=g), None

@@ -1,0 +1,53 @@
+"""`dak generate --prompt` with a local checkpoint folder and its tokenizer (CPU, interpreter):
+one prompt or several (a padded batch), decoded outputs, and bad prompts."""
+
+import os
+
+import pytest
+import torch
+
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+from dak.cli.main import main  # noqa: E402
+from test_runtime import _hf_model  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    """tiny-llama with a word-level tokenizer: id i is the word w<i>, the last id [UNK]."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+    hf = _hf_model("tiny-llama")
+    vocab = {f"w{i}": i for i in range(hf.config.vocab_size - 1)}
+    vocab["[UNK]"] = hf.config.vocab_size - 1
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    path = tmp_path_factory.mktemp("tiny-llama-tok")
+    hf.save_pretrained(path)
+    PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]").save_pretrained(path)
+    return str(path)
+
+
+def _outputs(text: str) -> dict[str, list[str]]:
+    return {line.split(":")[0]: line.split(":", 1)[1].split() for line in text.splitlines()
+            if line.startswith("output")}
+
+
+def test_one_or_several_prompts_are_decoded_after_their_own_text(folder, capsys):
+    base = ["generate", "--model", folder, "--gen-len", "3", "--host-ratio", "30%", "--dtype", "fp16"]
+    assert main(base + ["--batch", "2", "--prompt", "w5 w6 w7"]) == 0
+    out = _outputs(capsys.readouterr().out)
+    assert list(out) == ["output"] and out["output"][:3] == ["w5", "w6", "w7"] and len(out["output"]) <= 6
+    assert main(base + ["--batch", "3", "--prompt", "w5 w6 w7", "--prompt", "w9"]) == 0
+    out = _outputs(capsys.readouterr().out)
+    assert list(out) == ["output 0", "output 1"]
+    assert out["output 0"][:3] == ["w5", "w6", "w7"] and len(out["output 0"]) <= 6
+    assert out["output 1"][0] == "w9" and len(out["output 1"]) <= 4  # no padding decoded in between
+
+
+@pytest.mark.parametrize("argv,msg", [(["--batch", "1", "--prompt", "w1", "--prompt", "w2"], "raise --batch"),
+                                      (["--prompt", "w1", "--prompt", ""], "prompt 1 ('') has no tokens")])
+def test_bad_prompts(folder, capsys, argv, msg):
+    assert main(["generate", "--model", folder, "--gen-len", "1"] + argv) == 2
+    assert msg in capsys.readouterr().err
