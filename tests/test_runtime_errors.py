@@ -195,3 +195,36 @@ def test_diagnostic_switches_take_only_0_or_1(monkeypatch, name, switch, default
     monkeypatch.setenv(name, "off")
     with pytest.raises(ValueError, match=f"{name} must be 0 or 1"):
         fn()
+
+
+def test_a_failed_checkpoint_load_leaves_no_host_buffers(tmp_path):
+    """A checkpoint that lacks a tensor fails after the host rows were allocated (and, on a GPU,
+    pinned): once the error is handled nothing of the half-built model stays alive."""
+    import gc
+
+    from safetensors.torch import load_file, save_file
+
+    from dak.host import PinnedBuffer
+    from test_runtime import _hf_model
+
+    def live():
+        gc.collect()
+        return sum(type(o) is PinnedBuffer for o in gc.get_objects())
+
+    _hf_model("tiny-llama").save_pretrained(tmp_path)
+    kw = dict(batch=1, max_len=8, host_ratio=0.5, dtype=torch.float16, tune=False)
+    before, pinned = live(), pinned_bytes()
+    model = dak.offload(str(tmp_path), **kw)
+    assert live() > before  # the count sees a built model's buffers
+    model.dak_free()
+    del model
+    assert live() == before and pinned_bytes() == pinned
+    tensors = load_file(tmp_path / "model.safetensors")
+    tensors.pop("model.layers.1.mlp.down_proj.weight")
+    save_file({k: v.clone() for k, v in tensors.items()}, tmp_path / "model.safetensors", metadata={"format": "pt"})
+    try:
+        dak.offload(str(tmp_path), **kw)
+        raise AssertionError("a checkpoint without down_proj must be refused")
+    except ValueError as e:
+        assert "lacks 1 tensors" in str(e) and "down_proj" in str(e)
+    assert live() == before and pinned_bytes() == pinned
