@@ -59,8 +59,8 @@ def test_load_errors_name_the_key():
         mod.load_state_dict({"weight": torch.ones(32, 16, dtype=torch.int64), "bias": torch.randn(32)})
     assert torch.equal(mod.full_weight(), last.bfloat16())
     w = torch.randn(32, 16)
-    res = mod.load_state_dict({"weight": w, "extra": torch.ones(1)}, strict=False)
-    assert res.missing_keys == ["bias"] and res.unexpected_keys == ["extra"]
+    res = mod.load_state_dict({"weight": w, "extra": torch.ones(1), "sub.weight": w}, strict=False)
+    assert res.missing_keys == ["bias"] and res.unexpected_keys == ["extra", "sub.weight"]
     assert torch.equal(mod.full_weight(), w.bfloat16())
     mod.load_state_dict({"weight": -w, "bias": torch.ones(32)}, assign=True)  # homes fixed: copied
     assert torch.equal(mod.full_weight(), -w.bfloat16()) and mod.w_host.is_pinned() == mod._host.pinned

@@ -54,8 +54,8 @@ def load_rows(state_dict: dict, key: str, parts: tuple, owner: str, missing: lis
 
 
 def unexpected(state_dict: dict, prefix: str, known: tuple, out: list) -> None:
-    """Keys directly under `prefix` that the module does not hold (torch's strict check)."""
+    """Keys under `prefix` that the module does not hold (torch's strict check; split modules
+    have no submodules, so a dotted key under the prefix is unexpected too)."""
     for key in state_dict:
-        rest = key[len(prefix):] if key.startswith(prefix) else None
-        if rest is not None and "." not in rest and rest not in known:
+        if key.startswith(prefix) and key[len(prefix):] not in known:
             out.append(key)
