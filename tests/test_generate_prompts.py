@@ -51,3 +51,16 @@ def test_one_or_several_prompts_are_decoded_after_their_own_text(folder, capsys)
 def test_bad_prompts(folder, capsys, argv, msg):
     assert main(["generate", "--model", folder, "--gen-len", "1"] + argv) == 2
     assert msg in capsys.readouterr().err
+
+
+def test_hf_text_streamer_prints_the_new_words(folder, capsys):
+    import dak
+    from transformers import AutoTokenizer, TextStreamer
+    tok = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+    model = dak.offload(folder, batch=1, max_len=8, host_ratio=0.3, dtype=torch.float16, tune=False)
+    ids = tok("w5 w6", return_tensors="pt").input_ids
+    capsys.readouterr()
+    seq = model.generate(ids, max_new_tokens=4, streamer=TextStreamer(tok, skip_prompt=True))
+    model.dak_free()
+    printed = capsys.readouterr().out.split()
+    assert printed and printed == tok.decode(seq[0, ids.shape[1]:], skip_special_tokens=True).split()

@@ -228,3 +228,30 @@ def test_a_failed_checkpoint_load_leaves_no_host_buffers(tmp_path):
     except ValueError as e:
         assert "lacks 1 tensors" in str(e) and "down_proj" in str(e)
     assert live() == before and pinned_bytes() == pinned
+
+
+def test_streamer_gets_the_prompt_then_each_step(tiny):
+    """HF's streamer protocol: put(prompt ids), put(each step's tokens), end(); the pieces make
+    the returned sequence. A bad streamer or bad input leaves the streamer untouched."""
+    class Collect:
+        def __init__(self):
+            self.puts, self.ended = [], 0
+
+        def put(self, ids):
+            assert ids.device.type == "cpu"
+            self.puts.append(ids.clone())
+
+        def end(self):
+            self.ended += 1
+
+    ids = torch.randint(0, 100, (2, 4))
+    s = Collect()
+    seq = tiny.generate(ids, max_new_tokens=5, streamer=s)
+    assert s.ended == 1 and len(s.puts) == 6 and torch.equal(s.puts[0], ids)
+    assert torch.equal(torch.cat([s.puts[0]] + [p[:, None] for p in s.puts[1:]], dim=1), seq.cpu())
+    with pytest.raises(ValueError, match="put\\(ids\\) and end\\(\\)"):
+        tiny.generate(ids, max_new_tokens=1, streamer=object())
+    s = Collect()
+    with pytest.raises(ValueError, match="token ids"):
+        tiny.generate(torch.full((2, 4), 10**6), max_new_tokens=1, streamer=s)
+    assert s.puts == [] and s.ended == 0

@@ -220,12 +220,14 @@ class Engine:
 
     @torch.no_grad()
     def generate(self, ids: torch.Tensor, max_new_tokens: int, prompt_lengths: torch.Tensor | None = None,
-                 sampling: Sampling = Sampling(), eos_token_id=None, pad_token_id=None) -> GenerateResult:
+                 sampling: Sampling = Sampling(), eos_token_id=None, pad_token_id=None,
+                 on_token=None) -> GenerateResult:
         """Generate `max_new_tokens` tokens for each of the (B <= batch, L) prompts.
 
         eos_token_id (an id or a list): a request stops at its first EOS (later tokens are
         `pad_token_id`, default the first EOS id), and generation ends once all have stopped
-        (dak.runtime.stopping); the result then has fewer than max_new_tokens columns."""
+        (dak.runtime.stopping); the result then has fewer than max_new_tokens columns.
+        on_token(column): called with each step's (B,) tokens as recorded (it syncs, if it reads them)."""
         ids, plen, b = self._check(ids, max_new_tokens, prompt_lengths)
         stop = None if eos_token_id is None else EosStop(eos_token_id, pad_token_id, self.model.config.vocab_size,
                                                          self.batch, b, self.device)
@@ -234,7 +236,7 @@ class Engine:
         self._sync()
         t0 = time.perf_counter()
         self.tok.copy_(sample(self.prefill(ids, plen), sampling))
-        self._record(out, 0, stop)
+        self._record(out, 0, stop, on_token, b)
         self._sync()
         t1 = time.perf_counter()
         graphs = self._bucket_graphs.get(sampling)
@@ -251,7 +253,7 @@ class Engine:
                     if bucketed:
                         self.kv.set_copy_rows(need)
                     self._step(sampling)
-                self._record(out, t, stop)
+                self._record(out, t, stop, on_token, b)
                 if stop is not None and stop.finished(t):
                     steps = t
                     break
@@ -262,11 +264,13 @@ class Engine:
         cols = steps + 1 if stop is None else stop.length(steps + 1)
         return GenerateResult(out[:b, :cols], t1 - t0, (t2 - t1) / steps if steps else 0.0, steps)
 
-    def _record(self, out: torch.Tensor, t: int, stop) -> None:
+    def _record(self, out: torch.Tensor, t: int, stop, on_token=None, b: int = 0) -> None:
         if stop is None:
             out[:, t] = self.tok
         else:
             stop.record(out, t, self.tok)
+        if on_token is not None:
+            on_token(out[:b, t])
 
     def _sync(self):
         if self.device.type == "cuda":

@@ -215,20 +215,37 @@ def build_model(cfg: dict, placement, *, dtype: torch.dtype, seed: int = 0, tune
 
 def _generate(self, input_ids: torch.Tensor, max_new_tokens: int = 32, do_sample: bool = False,
               temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0, prompt_lengths=None,
-              eos_token_id=None, pad_token_id=None, attention_mask=None, **unused):
+              eos_token_id=None, pad_token_id=None, attention_mask=None, streamer=None, **unused):
     """HF-style generate: returns (B, L + new) ids, the prompt followed by max_new_tokens new tokens,
     or fewer when every request reached `eos_token_id` (later tokens of a stopped request are
     `pad_token_id`). Without eos_token_id it always generates max_new_tokens. A padded batch takes
     `attention_mask` (left or right padding, as a tokenizer returns it) or `prompt_lengths`
-    (right padding); each request's new tokens continue its own prompt."""
+    (right padding); each request's new tokens continue its own prompt. `streamer` (HF's
+    BaseStreamer protocol: put(ids), end()) gets the input ids, then each step's tokens as they
+    come (a host sync per step)."""
     from dak.runtime.padding import prompts_from_mask
     if unused:
         raise ValueError(f"dak's generate does not support {sorted(unused)}; it takes max_new_tokens, "
                          "do_sample, temperature, top_k, top_p, prompt_lengths, attention_mask, eos_token_id, "
-                         "pad_token_id")
+                         "pad_token_id, streamer")
+    if streamer is not None and not (callable(getattr(streamer, "put", None))
+                                     and callable(getattr(streamer, "end", None))):
+        raise ValueError(f"streamer must have put(ids) and end() (HF's BaseStreamer), got {type(streamer).__name__}")
     ids, prompt_lengths = prompts_from_mask(input_ids, attention_mask, prompt_lengths)
-    res = self.dak_engine.generate(ids, max_new_tokens, prompt_lengths,
-                                   Sampling(do_sample, temperature, top_k, top_p), eos_token_id, pad_token_id)
+    started = []
+
+    def stream(col):  # the prompt once the input has passed the engine's checks, then each step
+        if not started:
+            streamer.put(input_ids.cpu())
+            started.append(True)
+        streamer.put(col.cpu())
+    try:
+        res = self.dak_engine.generate(ids, max_new_tokens, prompt_lengths,
+                                       Sampling(do_sample, temperature, top_k, top_p), eos_token_id, pad_token_id,
+                                       on_token=None if streamer is None else stream)
+    finally:
+        if started:
+            streamer.end()
     self.dak_last = res
     return torch.cat([input_ids.to(res.tokens.device), res.tokens], dim=1)
 
