@@ -44,6 +44,14 @@ def test_plan_json_consistent(capsys):
     assert set(d["comparison"]) == {"greedy", "consolidated", "streamed", "uniform", "prefetch"}
     assert d["policy"] == "consolidated" and d["workload"]["batch"] == 8  # the default policy
     assert len(d["ops"]) == 80 * 8 + 2
+    # staging beyond the plan: two copy-ahead slots + prefill's of the largest copied host part,
+    # and one layer's host K/V per distinct host-request count plus two KV copy-ahead slots
+    lin = [o["host_bytes"] for o in d["ops"] if o["kind"] not in ("attention", "embed_tokens") and o["host_bytes"]]
+    req = {o["host_requests"] for o in d["ops"] if o["kind"] == "attention" and o["host_requests"]}
+    kv_per_request = 2 * 8 * 128 * 2 * (512 + 128)  # one layer: K and V, kv heads, head dim, bf16, max_len
+    assert req and d["staging_beyond_bytes"] == 3 * max(lin) + kv_per_request * (sum(req) + 2 * max(req))
+    assert main(BASE + ["--hardware", "h200-pcie"]) == 0
+    assert "copy-engine staging beyond that" in capsys.readouterr().out
 
 
 def test_models_and_hardware(capsys, tmp_path):

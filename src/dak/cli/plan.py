@@ -70,13 +70,15 @@ def run(args) -> int:
     chosen = plans[args.policy]
     if args.json:
         d = chosen.to_dict()
+        if workload.phase == "decode":
+            d["staging_beyond_bytes"] = _staging_beyond(chosen, spec)
         d["comparison"] = {k: {"step_time_s": v.to_dict()["step_time_s"], "predicted_s": v.predicted_s,
                                "effective_bandwidth": v.effective_bandwidth,
                                "host_bytes": v.host_bytes, "hbm_bytes": v.hbm_bytes, "feasible": v.feasible}
                            for k, v in plans.items()}
         print(json.dumps(d, indent=2))
         return 0
-    print(render(chosen, plans, per_layer=args.per_layer))
+    print(render(chosen, plans, per_layer=args.per_layer, spec=spec))
     return 0
 
 
@@ -87,7 +89,13 @@ def _shape(shapes: set) -> str:
     return "-" if s is None else f"{s[0]}x{s[1]}"
 
 
-def render(pl, plans: dict, per_layer: bool = False) -> str:
+def _staging_beyond(pl, spec) -> int:
+    """HBM that dak.offload stages for copy-engine linears and attention beyond the plan's bytes."""
+    from dak.runtime.offload import kv_staging_bytes_for, staging_bytes_for
+    return max(staging_bytes_for(pl) - pl.staging_bytes, 0) + kv_staging_bytes_for(pl, spec)
+
+
+def render(pl, plans: dict, per_layer: bool = False, spec=None) -> str:
     w = pl.workload
     step = "TPOT" if w.phase == "decode" else "prefill time"
     out = [f"dak plan: {pl.model} on {pl.profile}, {w.phase} B={w.batch} L={w.prompt_len} G={w.gen_len} "
@@ -118,6 +126,9 @@ def render(pl, plans: dict, per_layer: bool = False) -> str:
                f"{format_bytes(pl.host_bytes):>12}{pl.offload_ratio:>11.3f}{format_time(pl.step_time_s):>12}")
     out.append(f"HBM used {format_bytes(pl.hbm_bytes)} (incl. minimum set"
                + (f" and staging {format_bytes(pl.staging_bytes)}" if pl.staging_bytes else "") + ")")
+    extra = _staging_beyond(pl, spec) if spec is not None and pl.workload.phase == "decode" else 0
+    if extra:
+        out.append(f"copy-engine staging beyond that (dak.offload checks it against free HBM): {format_bytes(extra)}")
     if pl.overhead_s:
         out.append(f"predicted step {format_time(pl.predicted_s)}: operators {format_time(pl.step_time_s)} + "
                    f"{format_time(pl.overhead_s)} beyond them ({pl.profile}'s small kernels per layer and "

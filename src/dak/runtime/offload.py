@@ -83,6 +83,16 @@ def _host_available() -> int | None:
     return None
 
 
+def kv_staging_bytes_for(placement, spec: ModelSpec, kv_ahead: bool = DEFAULT_KV_AHEAD) -> int:
+    """HBM the attention's copy-engine path stages, which the plan does not count: one layer's
+    host K/V for each distinct host-request count (DakKV), and with kv_ahead two more slots of
+    the largest."""
+    w = placement.workload
+    per_request = spec.kv_elements_per_token() * (w.prompt_len + w.gen_len) * w.dtype_bytes
+    host_req = [op.host_requests or 0 for op in placement.ops if op.kind == "attention"]
+    return per_request * (sum(set(host_req)) + (2 * max(host_req, default=0) if kv_ahead else 0))
+
+
 def staging_bytes_for(placement) -> int:
     """HBM the copy-engine paths of `placement`'s linears will stage, which the plan does not
     count: the copy-ahead slots (two, or $DAK_COPY_SLOTS) of the largest host part that decode
@@ -192,8 +202,7 @@ def build_model(cfg: dict, placement, *, dtype: torch.dtype, seed: int = 0, tune
     device = kernel_device()
     host_req = [op.host_requests or 0 for op in placement.ops if op.kind == "attention"]
     per_request = spec.kv_elements_per_token() * max_len * torch.empty((), dtype=dtype).element_size()
-    # staging: one layer of each distinct host-request count (DakKV), and with kv_ahead two slots
-    kv_staging = per_request * (sum(set(host_req)) + (2 * max(host_req, default=0) if kv_ahead else 0))
+    kv_staging = kv_staging_bytes_for(placement, spec, kv_ahead)
     check_memory(placement, sum(host_req) * per_request, device, kv_staging if device.type == "cuda" else 0)
     model = module.to(dtype) if module is not None else skeleton(hf_config(cfg), dtype)
     weights = sum(op.bytes for op in placement.ops if op.kind != "attention")
