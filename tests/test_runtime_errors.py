@@ -110,6 +110,14 @@ def test_bad_arguments():
         dak.offload(42, batch=1, max_len=8)
     with pytest.raises(ValueError, match="HF causal LM with a .config"):
         dak.offload(torch.nn.Linear(3, 3), batch=1, max_len=8)
+    from test_runtime import _hf_model
+    from transformers import AutoModelForCausalLM
+    with torch.device("meta"):
+        empty = AutoModelForCausalLM.from_config(_hf_model("tiny-llama").config)
+    before = pinned_bytes()
+    with pytest.raises(ValueError, match="have no data \\(meta device"):
+        dak.offload(empty, batch=1, max_len=8)
+    assert pinned_bytes() == before
     for kw, name in (({"prompt_len": 4, "gen_len": -3}, "gen_len"), ({"prompt_len": 0, "gen_len": 2}, "prompt_len"),
                      ({"max_len": 0}, "max_len"), ({"max_len": 8.5}, "max_len")):
         with pytest.raises(ValueError, match=f"{name} must be an integer >= 1"):

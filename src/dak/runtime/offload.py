@@ -146,6 +146,11 @@ def offload(model: str | nn.Module, *, hbm_budget=None, hardware: str | Hardware
         if not hasattr(getattr(model, "config", None), "to_dict"):
             raise ValueError(f"an nn.Module passed to dak.offload must be an HF causal LM with a .config, "
                              f"got {type(model).__name__}; wrap single layers in dak.nn.SplitLinear instead")
+        meta = [n for n, p in model.named_parameters() if p.device.type == "meta"]
+        if meta:
+            raise ValueError(f"{len(meta)} weights of the {type(model).__name__} passed in have no data (meta "
+                             f"device, e.g. {meta[0]!r}: built empty); pass its checkpoint folder instead, or a "
+                             "built-in name for seeded random weights")
         name, cfg, folder = type(model).__name__, model.config.to_dict(), None
     elif isinstance(model, str):
         name, cfg = load_config(model)
