@@ -89,6 +89,23 @@ def test_infeasible_streamed_plan_is_refused_before_allocating():
     assert pinned_bytes() == before
 
 
+def test_a_sliding_window_shorter_than_the_cache_is_refused():
+    """tiny-mistral attends through a 256-token window; dak's attention is full: up to the window
+    they agree, beyond it dak refuses (Qwen2 only when its config turns the window on)."""
+    from dak.runtime.offload import check_window
+    before = pinned_bytes()
+    with pytest.raises(ValueError, match="sliding window of 256 tokens.*max_len 257 must be <= 256"):
+        dak.offload("tiny-mistral", batch=1, max_len=257)
+    assert pinned_bytes() == before
+    check_window({"model_type": "mistral", "sliding_window": 256}, 256, "m")
+    check_window({"model_type": "mistral", "sliding_window": None}, 10**6, "m")
+    check_window({"model_type": "qwen2", "sliding_window": 64, "use_sliding_window": False}, 1000, "q")
+    with pytest.raises(ValueError, match="sliding window of 64"):
+        check_window({"model_type": "qwen2", "sliding_window": 64, "use_sliding_window": True}, 1000, "q")
+    with pytest.raises(ValueError, match="sliding window of 64"):
+        check_window({"model_type": "llama", "sliding_window": 64, "layer_types": ["sliding_attention"]}, 65, "x")
+
+
 def test_unsupported_architecture(tmp_path):
     (tmp_path / "config.json").write_text('{"model_type": "gpt2", "n_embd": 64}')
     with pytest.raises(ValueError, match="unsupported model_type"):

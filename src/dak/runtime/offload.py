@@ -164,6 +164,7 @@ def offload(model: str | nn.Module, *, hbm_budget=None, hardware: str | Hardware
         if not isinstance(value, bool):
             raise ValueError(f"{flag} must be True or False, got {value!r}")
     check_head_dim(spec)
+    check_window(cfg, w.prompt_len + w.gen_len, name)
     placement = placement_for(spec, w, profile, hbm_budget, policy, host_ratio, fuse_projections)
     model, kv = build_model(cfg, placement, dtype=dtype, seed=seed, tune=tune, folder=folder,
                             module=model if isinstance(model, nn.Module) else None, name=name, kv_ahead=kv_ahead,
@@ -173,6 +174,17 @@ def offload(model: str | nn.Module, *, hbm_budget=None, hardware: str | Hardware
     model.generate = types.MethodType(_generate, model)
     model.dak_free = types.MethodType(_free, model)
     return model
+
+
+def check_window(cfg: dict, max_len: int, name: str) -> None:
+    """dak's attention is full causal attention: refuse a sliding window the cache can outgrow
+    (below the window both give the same result)."""
+    win = cfg.get("sliding_window")
+    active = win is not None and (cfg.get("model_type") == "mistral" or cfg.get("use_sliding_window", False)
+                                  or "sliding_attention" in (cfg.get("layer_types") or ()))
+    if active and max_len > win:
+        raise ValueError(f"{name} attends through a sliding window of {win} tokens, which dak's attention does "
+                         f"not implement: max_len {max_len} must be <= {win} (lower prompt_len/gen_len or max_len)")
 
 
 def check_head_dim(spec: ModelSpec) -> None:
