@@ -21,6 +21,7 @@ from dak.kernels.copy_ahead import chains_of, copy_ahead_step, link_chain, prime
 from dak.kernels.streams import side_stream
 from dak.runtime.fused import fused
 from dak.runtime.kv_ahead import kv_ahead_step
+from dak.runtime.prompts import check_prompts
 from dak.runtime.stopping import EosStop
 from dak.runtime.kv import DakKV
 from dak.shares import graphs_default
@@ -277,28 +278,9 @@ class Engine:
             torch.cuda.synchronize(self.device)
 
     def _check(self, ids, max_new_tokens, prompt_lengths):
+        """(ids on the device padded to the static batch, prompt lengths, real prompts)."""
         if getattr(self.kv, "freed", False):
             raise RuntimeError("this model's memory was released by dak_free(); offload it again to generate")
-        if not isinstance(ids, torch.Tensor) or ids.dim() != 2 or ids.dtype not in (torch.long, torch.int) \
-                or ids.shape[1] == 0:
-            raise ValueError("input_ids must be a (batch, prompt_len) integer tensor with prompt_len >= 1")
-        b, n = ids.shape
-        if not 0 < b <= self.batch:
-            raise ValueError(f"got {b} prompts; this model was offloaded for batch {self.batch} "
-                             "(pass batch= to dak.offload to change it)")
-        if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be an integer >= 1, got {max_new_tokens!r}")
-        if n + max_new_tokens > self.kv.max_len:
-            raise ValueError(f"prompt_len {n} + max_new_tokens {max_new_tokens} exceeds the cache's max_len "
-                             f"{self.kv.max_len}; pass a larger max_len to dak.offload")
-        plen = torch.full((b,), n, dtype=torch.int32) if prompt_lengths is None else \
-            torch.as_tensor(prompt_lengths, dtype=torch.int32).flatten().cpu()
-        if plen.shape != (b,) or int(plen.min()) < 1 or int(plen.max()) > n:
-            raise ValueError(f"prompt_lengths must be {b} values in [1, {n}]")
-        vocab = self.model.config.vocab_size
-        if int(ids.min()) < 0 or int(ids.max()) >= vocab:
-            raise ValueError(f"token ids must be in [0, {vocab})")
-        if b < self.batch:  # pad the static batch with copies of the first prompt
-            ids = torch.cat([ids, ids[:1].expand(self.batch - b, n)])
-            plen = torch.cat([plen, plen[:1].expand(self.batch - b)])
+        ids, plen, b = check_prompts(ids, max_new_tokens, prompt_lengths, self.batch, self.kv.max_len,
+                                     self.model.config.vocab_size)
         return ids.to(self.device, torch.long), plen.to(self.device), b

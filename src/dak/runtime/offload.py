@@ -249,7 +249,7 @@ def _generate(self, input_ids: torch.Tensor, max_new_tokens: int = 32, do_sample
     (right padding); each request's new tokens continue its own prompt. `streamer` (HF's
     BaseStreamer protocol: put(ids), end()) gets the input ids, then each step's tokens as they
     come (a host sync per step)."""
-    from dak.runtime.padding import prompts_from_mask
+    from dak.runtime.prompts import prompts_from_mask
     if unused:
         raise ValueError(f"dak's generate does not support {sorted(unused)}; it takes max_new_tokens, "
                          "do_sample, temperature, top_k, top_p, prompt_lengths, attention_mask, eos_token_id, "

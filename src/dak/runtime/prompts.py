@@ -1,4 +1,5 @@
-"""HF-style `attention_mask` for dak's generate: padded batches as a tokenizer returns them.
+"""Prompt inputs of dak's generate: their checks, and HF-style `attention_mask` (padded batches
+as a tokenizer returns them).
 
 dak runs a batch right-padded with per-request prompt lengths. A right-padded mask gives those
 lengths directly; a left-padded one (HF's default for generation) is turned into right padding
@@ -45,3 +46,30 @@ def prompts_from_mask(input_ids: torch.Tensor, attention_mask, prompt_lengths) -
         raise ValueError("attention_mask must be left- or right-padded (each row's ones in one run at one "
                          "end, the same side for every row); dak does not take masks with holes")
     return ids.masked_fill(~right.to(ids.device), 0), n  # pads are never read: any id will do there
+
+
+def check_prompts(ids, max_new_tokens, prompt_lengths, batch: int, max_len: int, vocab: int):
+    """Check (B, L) prompt ids against the offloaded batch, cache and vocabulary; returns (ids,
+    int32 prompt lengths, B), both padded to `batch` rows with copies of the first prompt."""
+    if not isinstance(ids, torch.Tensor) or ids.dim() != 2 or ids.dtype not in (torch.long, torch.int) \
+            or ids.shape[1] == 0:
+        raise ValueError("input_ids must be a (batch, prompt_len) integer tensor with prompt_len >= 1")
+    b, n = ids.shape
+    if not 0 < b <= batch:
+        raise ValueError(f"got {b} prompts; this model was offloaded for batch {batch} "
+                         "(pass batch= to dak.offload to change it)")
+    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be an integer >= 1, got {max_new_tokens!r}")
+    if n + max_new_tokens > max_len:
+        raise ValueError(f"prompt_len {n} + max_new_tokens {max_new_tokens} exceeds the cache's max_len "
+                         f"{max_len}; pass a larger max_len to dak.offload")
+    plen = torch.full((b,), n, dtype=torch.int32) if prompt_lengths is None else \
+        torch.as_tensor(prompt_lengths, dtype=torch.int32).flatten().cpu()
+    if plen.shape != (b,) or int(plen.min()) < 1 or int(plen.max()) > n:
+        raise ValueError(f"prompt_lengths must be {b} values in [1, {n}]")
+    if int(ids.min()) < 0 or int(ids.max()) >= vocab:
+        raise ValueError(f"token ids must be in [0, {vocab})")
+    if b < batch:  # pad the static batch with copies of the first prompt
+        ids = torch.cat([ids, ids[:1].expand(batch - b, n)])
+        plen = torch.cat([plen, plen[:1].expand(batch - b)])
+    return ids, plen, b
