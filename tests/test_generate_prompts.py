@@ -64,3 +64,14 @@ def test_hf_text_streamer_prints_the_new_words(folder, capsys):
     model.dak_free()
     printed = capsys.readouterr().out.split()
     assert printed and printed == tok.decode(seq[0, ids.shape[1]:], skip_special_tokens=True).split()
+
+
+def test_cli_stream_prints_the_new_words_then_the_report(folder, capsys):
+    assert main(["generate", "--model", folder, "--gen-len", "3", "--batch", "2", "--dtype", "fp16", "--prompt",
+                 "w5 w6", "--stream"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    out = _outputs("\n".join(lines))["output"]
+    streamed = lines[next(i for i, line in enumerate(lines) if line.startswith("placement")) - 1].split()
+    assert out[:2] == ["w5", "w6"] and streamed == out[2:] and streamed  # the new words, before the report
+    assert main(["generate", "--model", folder, "--gen-len", "1", "--stream"]) == 2
+    assert "exactly one --prompt" in capsys.readouterr().err

@@ -46,6 +46,8 @@ def add_parser(sub) -> None:
     p.add_argument("--fuse-projections", action=argparse.BooleanOptionalAction, default=DEFAULT_FUSE_PROJECTIONS,
                    help="multiply all-HBM q/k/v and gate/up sets as one matrix each (default "
                         f"{'on' if DEFAULT_FUSE_PROJECTIONS else 'off'})")
+    p.add_argument("--stream", action="store_true", help="print the (one) --prompt's new text as it is generated "
+                   "(a host sync per step, so TPOT includes it)")
     p.add_argument("--stop-at-eos", action="store_true", help="stop each request at the model config's "
                    "eos_token_id (and end once all have stopped; then fewer than --gen-len steps are timed)")
     p.add_argument("--baseline", default=None, help="run a baseline instead of dak at the same --host-ratio: "
@@ -78,6 +80,8 @@ def run(args) -> int:
                          (("--batch", args.batch), ("--prompt-len", args.prompt_len), ("--gen-len", args.gen_len)))
     seed = _int("--seed", args.seed)
     ratio = None if args.host_ratio is None else parse_ratio(args.host_ratio)
+    if args.stream and (args.prompt is None or len(args.prompt) != 1):
+        raise ValueError("--stream prints one prompt's text as it comes: give exactly one --prompt")
     ids, lengths = _prompt_ids(args.prompt, model_name, batch, plen, seed)
     plen = ids.shape[1]
     eos = pad = None
@@ -95,7 +99,7 @@ def run(args) -> int:
                         fuse_projections=args.fuse_projections)
     try:
         out = model.generate(ids, max_new_tokens=glen, do_sample=args.sample, eos_token_id=eos, pad_token_id=pad,
-                             prompt_lengths=lengths)
+                             prompt_lengths=lengths, streamer=_streamer(model_name) if args.stream else None)
         print(report(model.dak_placement, model.dak_last, batch, model.dak_engine.graphs))
         if args.kv_ahead:
             n = model.dak_engine.kv_ahead_layers
@@ -153,6 +157,24 @@ def report(pl, res, batch: int, graphs: bool) -> str:
         f"{format_time(pl.overhead_s)}), measured/predicted {res.tpot_s / pred if pred else 0:.2f}",
     ]
     return "\n".join(lines)
+
+
+class _FirstRow:
+    """Hands the first request's ids to HF's TextStreamer (which takes one sequence)."""
+
+    def __init__(self, streamer):
+        self.streamer = streamer
+
+    def put(self, ids):
+        self.streamer.put(ids[:1])
+
+    def end(self):
+        self.streamer.end()
+
+
+def _streamer(model_name: str):
+    from transformers import TextStreamer
+    return _FirstRow(TextStreamer(_tokenizer(model_name), skip_prompt=True, skip_special_tokens=True))
 
 
 def _tokenizer(model_name: str):
