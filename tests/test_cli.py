@@ -95,3 +95,30 @@ def test_cli_malformed_config(capsys, tmp_path):
 def test_usage_errors_return_2(capsys):
     assert main(["plan"]) == 2
     assert main([]) == 2
+
+
+def test_strict_budget_fits_the_staging_inside(capsys):
+    """Llama-2-70B at 100 GiB stages ~400 MiB beyond its plan; with --strict-budget plan and staging
+    fit the 100 GiB together (JSON), and the text says what the plan got."""
+    from dak.models import load_spec
+    from dak.runtime.memory import staging_beyond
+    from dak.runtime.offload import placement_for, workload_for
+    args = ["plan", "--model", "llama-2-70b", "--hbm-budget", "100GiB", "--batch", "8", "--prompt-len", "512",
+            "--gen-len", "128", "--json"]
+    assert main(args) == 0
+    loose = json.loads(capsys.readouterr().out)
+    assert loose["hbm_bytes"] + loose["staging_beyond_bytes"] > 100 * 2**30
+    assert main(args + ["--strict-budget"]) == 0
+    strict = json.loads(capsys.readouterr().out)
+    assert strict["hbm_bytes"] + strict["staging_beyond_bytes"] <= 100 * 2**30 < loose["hbm_bytes"] + \
+        loose["staging_beyond_bytes"]
+    assert strict["host_bytes"] > loose["host_bytes"]
+    assert main(args[:-1] + ["--strict-budget"]) == 0
+    assert "--strict-budget: the plan got" in capsys.readouterr().out
+    import torch
+    from dak.hardware import get_profile
+    spec, w = load_spec("llama-2-70b"), workload_for(8, None, 512, 128, torch.bfloat16)
+    pl = placement_for(spec, w, get_profile("h200-pcie"), "100GiB", "consolidated", None, strict_budget=True)
+    assert pl.hbm_bytes + staging_beyond(pl, spec) <= 100 * 2**30
+    fits = placement_for(spec, w, get_profile("h200-pcie"), "139GiB", "consolidated", None, strict_budget=True)
+    assert fits.host_bytes == 0 and staging_beyond(fits, spec) == 0  # nothing on the host: nothing staged

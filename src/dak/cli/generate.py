@@ -29,6 +29,8 @@ def add_parser(sub) -> None:
     p.add_argument("--batch", default="8", help="requests B (default 8)")
     p.add_argument("--prompt-len", default="32", help="prompt tokens L (default 32)")
     p.add_argument("--gen-len", default="32", help="new tokens G (default 32)")
+    p.add_argument("--strict-budget", action="store_true", help="fit the copy-engine staging inside --hbm-budget "
+                   "too (by default it comes on top; `dak plan` prints how much)")
     p.add_argument("--policy", default=DEFAULT_POLICY, help=f"consolidated | streamed | greedy | uniform (default {DEFAULT_POLICY})")
     p.add_argument("--hardware", default="h200-pcie", help="preset name or profile .json (default h200-pcie)")
     p.add_argument("--dtype", default="bf16", help="bf16 | fp16 (default bf16)")
@@ -96,7 +98,7 @@ def run(args) -> int:
                         dtype=dtypes[args.dtype], seed=seed, tune=args.tune and gpu,
                         graphs=False if args.no_graphs else None,
                         kv_buckets=_int("--kv-buckets", args.kv_buckets), kv_ahead=args.kv_ahead,
-                        fuse_projections=args.fuse_projections)
+                        fuse_projections=args.fuse_projections, strict_budget=args.strict_budget)
     try:
         out = model.generate(ids, max_new_tokens=glen, do_sample=args.sample, eos_token_id=eos, pad_token_id=pad,
                              prompt_lengths=lengths, streamer=_streamer(model_name) if args.stream else None)

@@ -27,6 +27,8 @@ def add_parser(sub) -> None:
     p.add_argument("--tile-rows", default="64", help="rows per linear-layer unit (default 64)")
     p.add_argument("--reserve", default=None, help="runtime HBM reserve (default 1GiB)")
     p.add_argument("--spare-link", action="store_true", help="greedy: use the host link even when the model fits")
+    p.add_argument("--strict-budget", action="store_true", help="decode: fit the copy-engine staging inside "
+                   "--hbm-budget too (by default it comes on top; the plan prints how much)")
     p.add_argument("--per-layer", action="store_true", help="also print one row per layer")
     p.add_argument("--json", action="store_true", help="print the placement as JSON")
     p.set_defaults(func=run)
@@ -65,13 +67,22 @@ def run(args) -> int:
     profile = get_profile(args.hardware)
     budget = None if args.hbm_budget is None else parse_size(args.hbm_budget)
     reserve = DEFAULT_RESERVE if args.reserve is None else parse_size(args.reserve)
-    plans = plan_all(spec, workload, profile, budget, tile_rows=_int("--tile-rows", args.tile_rows),
-                     reserve=reserve, spare_link=args.spare_link, cost_model=args.cost_model)
+    def plans_at(b):
+        return plan_all(spec, workload, profile, b, tile_rows=_int("--tile-rows", args.tile_rows),
+                        reserve=reserve, spare_link=args.spare_link, cost_model=args.cost_model)
+    plans = plans_at(budget)
     chosen = plans[args.policy]
+    if args.strict_budget and workload.phase == "decode":
+        from ..runtime.memory import within_budget
+        chosen = within_budget(chosen, spec, lambda b: plans_at(b)[args.policy])
+        if chosen.hbm_budget != plans[args.policy].hbm_budget:
+            plans = plans_at(chosen.hbm_budget)  # the comparison at the budget the plan was given
+            chosen = plans[args.policy]
     if args.json:
         d = chosen.to_dict()
         if workload.phase == "decode":
-            d["staging_beyond_bytes"] = _staging_beyond(chosen, spec)
+            from ..runtime.memory import staging_beyond
+            d["staging_beyond_bytes"] = staging_beyond(chosen, spec)
         d["comparison"] = {k: {"step_time_s": v.to_dict()["step_time_s"], "predicted_s": v.predicted_s,
                                "effective_bandwidth": v.effective_bandwidth,
                                "host_bytes": v.host_bytes, "hbm_bytes": v.hbm_bytes, "feasible": v.feasible}
@@ -79,6 +90,9 @@ def run(args) -> int:
         print(json.dumps(d, indent=2))
         return 0
     print(render(chosen, plans, per_layer=args.per_layer, spec=spec))
+    if args.strict_budget and budget is not None and chosen.hbm_budget < budget:
+        print(f"--strict-budget: the plan got {format_bytes(chosen.hbm_budget)} of the {format_bytes(budget)} "
+              "so that its copy-engine staging fits too")
     return 0
 
 
@@ -87,12 +101,6 @@ def _shape(shapes: set) -> str:
         return "various"
     s = next(iter(shapes))
     return "-" if s is None else f"{s[0]}x{s[1]}"
-
-
-def _staging_beyond(pl, spec) -> int:
-    """HBM that dak.offload stages for copy-engine linears and attention beyond the plan's bytes."""
-    from dak.runtime.offload import kv_staging_bytes_for, staging_bytes_for
-    return max(staging_bytes_for(pl) - pl.staging_bytes, 0) + kv_staging_bytes_for(pl, spec)
 
 
 def render(pl, plans: dict, per_layer: bool = False, spec=None) -> str:
@@ -126,9 +134,12 @@ def render(pl, plans: dict, per_layer: bool = False, spec=None) -> str:
                f"{format_bytes(pl.host_bytes):>12}{pl.offload_ratio:>11.3f}{format_time(pl.step_time_s):>12}")
     out.append(f"HBM used {format_bytes(pl.hbm_bytes)} (incl. minimum set"
                + (f" and staging {format_bytes(pl.staging_bytes)}" if pl.staging_bytes else "") + ")")
-    extra = _staging_beyond(pl, spec) if spec is not None and pl.workload.phase == "decode" else 0
-    if extra:
-        out.append(f"copy-engine staging beyond that (dak.offload checks it against free HBM): {format_bytes(extra)}")
+    if spec is not None and pl.workload.phase == "decode":
+        from ..runtime.memory import staging_beyond
+        extra = staging_beyond(pl, spec)
+        if extra:
+            out.append(f"copy-engine staging beyond that (dak.offload checks it against free HBM): "
+                       f"{format_bytes(extra)}")
     if pl.overhead_s:
         out.append(f"predicted step {format_time(pl.predicted_s)}: operators {format_time(pl.step_time_s)} + "
                    f"{format_time(pl.overhead_s)} beyond them ({pl.profile}'s small kernels per layer and "

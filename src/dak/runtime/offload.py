@@ -26,8 +26,10 @@ from dak.planner import plan
 from dak.defaults import DEFAULT_FUSE_PROJECTIONS, DEFAULT_KV_AHEAD, DEFAULT_KV_BUCKETS, DEFAULT_POLICY
 from dak.runtime.engine import Engine, Sampling, kv_bucket_caps
 from dak.runtime.kv import ATTN_NAME, DakKV, register
+from dak.runtime.memory import (check_memory, kv_staging_bytes_for, staging_beyond,  # noqa: F401
+                                staging_bytes_for, within_budget)
 from dak.runtime_env import kernel_device
-from dak.units import format_bytes, parse_size
+from dak.units import parse_size
 
 DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16"}
 
@@ -55,15 +57,20 @@ def workload_for(batch: int, max_len: int | None, prompt_len: int | None, gen_le
 
 
 def placement_for(spec: ModelSpec, w: Workload, profile: HardwareProfile, hbm_budget, policy: str,
-                  host_ratio: float | None, fused: bool = DEFAULT_FUSE_PROJECTIONS):
+                  host_ratio: float | None, fused: bool = DEFAULT_FUSE_PROJECTIONS, strict_budget: bool = False,
+                  kv_ahead: bool = DEFAULT_KV_AHEAD):
     """The planner's placement, or (host_ratio) the uniform policy moving that share of every operator.
-    fused: whether the model will fuse its all-HBM projection groups (the prediction's overheads)."""
+    fused: whether the model will fuse its all-HBM projection groups (the prediction's overheads).
+    strict_budget: the copy-engine staging (see staging_beyond) fits inside the budget too."""
     if policy == "prefetch":
         raise ValueError("policy 'prefetch' is a baseline (dak bench e2e runs it); use 'consolidated', "
                          "'streamed', 'greedy' or 'uniform'")
     if host_ratio is None:
         budget = None if hbm_budget is None else parse_size(hbm_budget)
-        return plan(spec, w, profile, budget, policy, fused=fused)
+        pl = plan(spec, w, profile, budget, policy, fused=fused)
+        if not strict_budget:
+            return pl
+        return within_budget(pl, spec, lambda b: plan(spec, w, profile, b, policy, fused=fused), kv_ahead)
     if not 0.0 <= float(host_ratio) <= 1.0:
         raise ValueError(f"host_ratio must be in [0, 1], got {host_ratio}")
     ops = list_operators(spec, w)
@@ -72,71 +79,19 @@ def placement_for(spec: ModelSpec, w: Workload, profile: HardwareProfile, hbm_bu
     return plan(spec, w, profile, budget, "uniform", ops=ops, fused=fused)
 
 
-def _host_available() -> int | None:
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        return None
-    return None
-
-
-def kv_staging_bytes_for(placement, spec: ModelSpec, kv_ahead: bool = DEFAULT_KV_AHEAD) -> int:
-    """HBM the attention's copy-engine path stages, which the plan does not count: one layer's
-    host K/V for each distinct host-request count (DakKV), and with kv_ahead two more slots of
-    the largest."""
-    w = placement.workload
-    per_request = spec.kv_elements_per_token() * (w.prompt_len + w.gen_len) * w.dtype_bytes
-    host_req = [op.host_requests or 0 for op in placement.ops if op.kind == "attention"]
-    return per_request * (sum(set(host_req)) + (2 * max(host_req, default=0) if kv_ahead else 0))
-
-
-def staging_bytes_for(placement) -> int:
-    """HBM the copy-engine paths of `placement`'s linears will stage, which the plan does not
-    count: the copy-ahead slots (two, or $DAK_COPY_SLOTS) of the largest host part that decode
-    copies (untuned configs use the copy engine above `ce_min_share()`; with $DAK_COPY_GROUP_MIB
-    a slot holds up to that much), plus the largest host part, which prefill (many tokens)
-    stages whole."""
-    from dak.shares import ce_min_share, copy_group_bytes, copy_slot_count
-    parts = [op for op in placement.ops if op.kind not in ("attention", "embed_tokens", "embed_positions")
-             and op.host_bytes]
-    share = ce_min_share()
-    decode = max((op.host_bytes for op in parts if op.ratio > share), default=0)
-    decode = max(decode, min(copy_group_bytes(), sum(op.host_bytes for op in parts if op.ratio > share)))
-    return copy_slot_count() * decode + max((op.host_bytes for op in parts), default=0)
-
-
-def check_memory(placement, kv_host_bytes: int, device: torch.device, kv_staging_bytes: int = 0) -> None:
-    """Refuse, before anything is pinned or allocated, a plan this machine cannot hold.
-    kv_staging_bytes: HBM the attention's copy-engine path stages (not in the plan either)."""
-    need_host = placement.host_bytes + kv_host_bytes
-    avail = _host_available()
-    if avail is not None and need_host > avail:
-        raise ValueError(f"the plan pins {format_bytes(need_host)} of host memory but only "
-                         f"{format_bytes(avail)} is available; raise hbm_budget or lower batch/max_len")
-    if device.type == "cuda":
-        free, _ = torch.cuda.mem_get_info(device)
-        # a streamed plan already holds its staging in hbm_bytes (dak.planner.stream)
-        staging = max(staging_bytes_for(placement) - placement.staging_bytes, 0) + kv_staging_bytes
-        if placement.hbm_bytes + staging > free:
-            raise ValueError(f"the plan keeps {format_bytes(placement.hbm_bytes)} in HBM, and copy-engine "
-                             f"staging needs {format_bytes(staging)} more, but only {format_bytes(free)} is "
-                             f"free on {torch.cuda.get_device_name(device)}; lower hbm_budget")
-
-
 def offload(model: str | nn.Module, *, hbm_budget=None, hardware: str | HardwareProfile = "h200-pcie",
             batch: int = 1, max_len: int | None = None, prompt_len: int | None = None,
             gen_len: int | None = None, policy: str = DEFAULT_POLICY, host_ratio: float | None = None,
             dtype: torch.dtype = torch.bfloat16, seed: int = 0, tune: bool = True,
             graphs: bool | None = None, kv_buckets: int = DEFAULT_KV_BUCKETS, kv_ahead: bool = DEFAULT_KV_AHEAD,
-            fuse_projections: bool = DEFAULT_FUSE_PROJECTIONS, progress: bool | None = None) -> nn.Module:
+            fuse_projections: bool = DEFAULT_FUSE_PROJECTIONS, progress: bool | None = None,
+            strict_budget: bool = False) -> nn.Module:
     """Offload `model` (built-in name, local checkpoint folder, or an HF model) for one GPU.
     An HF model passed in is converted in place and returned: its planned linears and embeddings
     become split modules (their old tensors are freed once copied), so keep a copy if you need it.
     progress: byte progress bars for placing and filling/loading the weights (None: only when
-    stderr is a terminal)."""
+    stderr is a terminal). strict_budget: hbm_budget also covers the copy-engine staging, which
+    otherwise comes on top of it (`dak plan` shows how much)."""
     if progress not in (None, True, False):
         raise ValueError(f"progress must be True, False or None (on a terminal only), got {progress!r}")
     if dtype not in DTYPES:
@@ -160,12 +115,14 @@ def offload(model: str | nn.Module, *, hbm_budget=None, hardware: str | Hardware
     spec = ModelSpec.from_config(cfg, name=name)
     w = workload_for(batch, max_len, prompt_len, gen_len, dtype)
     kv_bucket_caps(w.prompt_len + w.gen_len, kv_buckets)  # bad values fail before anything is allocated
-    for flag, value in (("kv_ahead", kv_ahead), ("fuse_projections", fuse_projections)):
+    for flag, value in (("kv_ahead", kv_ahead), ("fuse_projections", fuse_projections),
+                        ("strict_budget", strict_budget)):
         if not isinstance(value, bool):
             raise ValueError(f"{flag} must be True or False, got {value!r}")
     check_head_dim(spec)
     check_window(cfg, w.prompt_len + w.gen_len, name)
-    placement = placement_for(spec, w, profile, hbm_budget, policy, host_ratio, fuse_projections)
+    placement = placement_for(spec, w, profile, hbm_budget, policy, host_ratio, fuse_projections, strict_budget,
+                              kv_ahead)
     model, kv = build_model(cfg, placement, dtype=dtype, seed=seed, tune=tune, folder=folder,
                             module=model if isinstance(model, nn.Module) else None, name=name, kv_ahead=kv_ahead,
                             fuse_projections=fuse_projections, progress=progress)

@@ -1,0 +1,89 @@
+"""HBM and host memory an offloaded model needs beyond its plan, and the checks before building.
+
+The plan counts operator bytes and its minimum HBM set; the copy-engine paths also stage host
+rows (linears) and host K/V (attention) in HBM. `check_memory` refuses, before anything is
+pinned or allocated, a plan this machine cannot hold; `within_budget` re-plans so that the
+staging fits inside the budget too (`dak.offload(strict_budget=True)`).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from dak.defaults import DEFAULT_KV_AHEAD
+from dak.models.spec import ModelSpec
+from dak.units import format_bytes
+
+
+def staging_beyond(pl, spec: ModelSpec, kv_ahead: bool = DEFAULT_KV_AHEAD) -> int:
+    """HBM that dak.offload stages for copy-engine linears and attention beyond the plan's bytes."""
+    return max(staging_bytes_for(pl) - pl.staging_bytes, 0) + kv_staging_bytes_for(pl, spec, kv_ahead)
+
+
+def within_budget(pl, spec: ModelSpec, replan, kv_ahead: bool = DEFAULT_KV_AHEAD, rounds: int = 6):
+    """Re-plan (`replan(budget) -> Placement`) with the budget lowered by the staging until plan +
+    staging fit the original budget (more on the host can grow the staging: a few rounds)."""
+    cap = pl.hbm_budget
+    for _ in range(rounds):
+        extra = staging_beyond(pl, spec, kv_ahead)
+        if not pl.feasible or pl.hbm_bytes + extra <= cap:
+            return pl
+        pl = replan(cap - extra)
+    raise ValueError(f"the plan and its copy-engine staging did not fit the HBM budget {format_bytes(cap)} in "
+                     f"{rounds} rounds; lower the budget a little or drop strict_budget")
+
+
+def _host_available() -> int | None:
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def kv_staging_bytes_for(placement, spec: ModelSpec, kv_ahead: bool = DEFAULT_KV_AHEAD) -> int:
+    """HBM the attention's copy-engine path stages, which the plan does not count: one layer's
+    host K/V for each distinct host-request count (DakKV), and with kv_ahead two more slots of
+    the largest."""
+    w = placement.workload
+    per_request = spec.kv_elements_per_token() * (w.prompt_len + w.gen_len) * w.dtype_bytes
+    host_req = [op.host_requests or 0 for op in placement.ops if op.kind == "attention"]
+    return per_request * (sum(set(host_req)) + (2 * max(host_req, default=0) if kv_ahead else 0))
+
+
+def staging_bytes_for(placement) -> int:
+    """HBM the copy-engine paths of `placement`'s linears will stage, which the plan does not
+    count: the copy-ahead slots (two, or $DAK_COPY_SLOTS) of the largest host part that decode
+    copies (untuned configs use the copy engine above `ce_min_share()`; with $DAK_COPY_GROUP_MIB
+    a slot holds up to that much), plus the largest host part, which prefill (many tokens)
+    stages whole."""
+    from dak.shares import ce_min_share, copy_group_bytes, copy_slot_count
+    parts = [op for op in placement.ops if op.kind not in ("attention", "embed_tokens", "embed_positions")
+             and op.host_bytes]
+    share = ce_min_share()
+    decode = max((op.host_bytes for op in parts if op.ratio > share), default=0)
+    decode = max(decode, min(copy_group_bytes(), sum(op.host_bytes for op in parts if op.ratio > share)))
+    return copy_slot_count() * decode + max((op.host_bytes for op in parts), default=0)
+
+
+def check_memory(placement, kv_host_bytes: int, device: torch.device, kv_staging_bytes: int = 0) -> None:
+    """Refuse, before anything is pinned or allocated, a plan this machine cannot hold.
+    kv_staging_bytes: HBM the attention's copy-engine path stages (not in the plan either)."""
+    need_host = placement.host_bytes + kv_host_bytes
+    avail = _host_available()
+    if avail is not None and need_host > avail:
+        raise ValueError(f"the plan pins {format_bytes(need_host)} of host memory but only "
+                         f"{format_bytes(avail)} is available; raise hbm_budget or lower batch/max_len")
+    if device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(device)
+        # a streamed plan already holds its staging in hbm_bytes (dak.planner.stream)
+        staging = max(staging_bytes_for(placement) - placement.staging_bytes, 0) + kv_staging_bytes
+        if placement.hbm_bytes + staging > free:
+            raise ValueError(f"the plan keeps {format_bytes(placement.hbm_bytes)} in HBM, and copy-engine "
+                             f"staging needs {format_bytes(staging)} more, but only {format_bytes(free)} is "
+                             f"free on {torch.cuda.get_device_name(device)}; lower hbm_budget")
+
+
