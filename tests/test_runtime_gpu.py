@@ -223,3 +223,31 @@ def test_load_state_dict_after_capture_changes_the_replayed_model(checkpoints, t
     sd = model.state_dict()
     assert all(torch.equal(sd[k], v.to(torch.bfloat16).cpu()) for k, v in other.state_dict().items())
     model.dak_free()
+
+
+def test_streamer_and_left_padding_with_graphs(checkpoints):
+    """Graphed decode with a left-padded attention_mask and a streamer: the streamed pieces make the
+    returned sequence, and the new tokens equal the right-padded prompt_lengths run's."""
+    _, path = checkpoints["tiny-llama"]
+    model = dak.offload(path, batch=3, max_len=30, host_ratio=0.3, dtype=torch.bfloat16, tune=False)
+    lens = torch.tensor([8, 5, 3])
+    ids = torch.randint(3, 900, (3, 8), device="cuda")
+    mask = (torch.arange(8)[None, :] >= (8 - lens)[:, None]).long()
+    puts = []
+
+    class Collect:
+        def put(self, x):
+            puts.append(x.clone())
+
+        def end(self):
+            puts.append(None)
+
+    seq = model.generate(ids, max_new_tokens=20, attention_mask=mask, streamer=Collect())
+    assert puts[-1] is None and len(puts) == 22
+    assert torch.equal(torch.cat([puts[0]] + [p[:, None] for p in puts[1:-1]], dim=1), seq.cpu())
+    right = torch.zeros_like(ids)
+    for b, n in enumerate(lens.tolist()):
+        right[b, :n] = ids[b, 8 - n:]
+    ref = model.generate(right, max_new_tokens=20, prompt_lengths=lens)
+    assert torch.equal(seq[:, 8:], ref[:, 8:])
+    model.dak_free()
