@@ -282,3 +282,19 @@ def test_streamer_gets_the_prompt_then_each_step(tiny):
     with pytest.raises(ValueError, match="token ids"):
         tiny.generate(torch.full((2, 4), 10**6), max_new_tokens=1, streamer=s)
     assert s.puts == [] and s.ended == 0
+
+
+def test_a_quantized_checkpoint_is_refused(tmp_path):
+    """An int8 tensor under a weight's name (as int8 checkpoints store them) is refused, not cast."""
+    from safetensors.torch import load_file, save_file
+
+    from test_runtime import _hf_model
+    _hf_model("tiny-llama").save_pretrained(tmp_path)
+    tensors = load_file(tmp_path / "model.safetensors")
+    key = "model.layers.0.mlp.up_proj.weight"
+    tensors[key] = torch.randint(-127, 127, tensors[key].shape, dtype=torch.int8)
+    save_file({k: v.clone() for k, v in tensors.items()}, tmp_path / "model.safetensors", metadata={"format": "pt"})
+    before = pinned_bytes()
+    with pytest.raises(ValueError, match="up_proj.weight' is I8, not a float: quantized checkpoints"):
+        dak.offload(str(tmp_path), batch=1, max_len=8, host_ratio=0.5, dtype=torch.float16, tune=False)
+    assert pinned_bytes() == before

@@ -20,6 +20,9 @@ from dak.runtime.embedding import SplitEmbedding
 from dak.runtime.progress import Bytes
 
 
+FLOAT_DTYPES = ("F64", "F32", "F16", "BF16")  # safetensors' names
+
+
 def shard_files(folder: str) -> list[str]:
     files = sorted(glob.glob(os.path.join(folder, "*.safetensors")))
     if not files:
@@ -85,6 +88,9 @@ def _load(model: nn.Module, folder: str, targets: dict, bar: Bytes) -> int:
                 kind, dst = targets[name]
                 sl = f.get_slice(key)
                 shape = tuple(sl.get_shape())
+                if sl.get_dtype() not in FLOAT_DTYPES:
+                    raise ValueError(f"checkpoint tensor {key!r} is {sl.get_dtype()}, not a float: quantized "
+                                     "checkpoints are not supported; use a bf16/fp16/fp32 checkpoint")
                 if kind == "split":
                     host, hbm = dst
                     want = (host.shape[0] + hbm.shape[0], hbm.shape[1])
