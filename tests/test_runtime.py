@@ -277,3 +277,23 @@ def test_attention_mask_left_or_right_padding_continues_each_prompt(checkpoints)
     with pytest.raises(ValueError, match="not both"):
         model.generate(right, max_new_tokens=1, attention_mask=right_mask, prompt_lengths=lens)
     model.dak_free()
+
+
+@pytest.mark.parametrize("family", ["tiny-llama", "tiny-opt"])
+def test_forward_gives_hf_logits_with_and_without_padding(checkpoints, family):
+    """model(ids) scores whole sequences (e.g. perplexity) as HF does, padding masks included,
+    through the split linears; generate afterwards still runs dak's own attention."""
+    hf, path = checkpoints[family]
+    model = dak.offload(path, batch=2, max_len=PROMPT + 4, host_ratio=0.3, dtype=DTYPE, tune=False)
+    ids = torch.randint(3, hf.config.vocab_size, (2, 7), generator=torch.Generator().manual_seed(8))
+    mask = torch.ones(2, 7, dtype=torch.long)
+    mask[1, :3] = 0  # left padding
+    for kw, keep in (({}, torch.ones(2, 7, dtype=torch.bool)), ({"attention_mask": mask}, mask.bool())):
+        with torch.no_grad():
+            got, want = model(ids, **kw).logits.float().cpu(), hf(ids, **kw).logits.float()
+        assert not got.isnan().any()
+        assert ((got[keep] - want[keep]).norm() / want[keep].norm()).item() < 1e-2, kw
+    assert model.config._attn_implementation == "dak"
+    seq = model.generate(ids[:, :PROMPT], max_new_tokens=4)
+    assert _check_tokens(hf, seq, 4) >= 2 * 4 - 1
+    model.dak_free()

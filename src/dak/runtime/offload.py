@@ -128,6 +128,7 @@ def offload(model: str | nn.Module, *, hbm_budget=None, hardware: str | Hardware
                             fuse_projections=fuse_projections, progress=progress)
     engine = Engine(model, kv, graphs, kv_buckets=kv_buckets, kv_ahead=kv_ahead)
     model.dak_placement, model.dak_kv, model.dak_engine = placement, kv, engine
+    model.forward = types.MethodType(_scoring_forward(model.forward), model)
     model.generate = types.MethodType(_generate, model)
     model.dak_free = types.MethodType(_free, model)
     return model
@@ -194,6 +195,19 @@ def build_model(cfg: dict, placement, *, dtype: torch.dtype, seed: int = 0, tune
     kv = DakKV(host_requests, w.batch, max_len, spec.num_kv_heads, spec.head_dim, dtype, device)
     kv.prepare(spec.num_heads, tune and device.type == "cuda")
     return model, kv
+
+
+def _scoring_forward(hf_forward):
+    """The model's own forward (full-sequence logits, e.g. for perplexity; padding masks as in HF)
+    with attention through torch SDPA: dak's split attention serves only its engine's cache."""
+    def forward(self, *args, **kwargs):
+        impl = self.config._attn_implementation
+        self.config._attn_implementation = "sdpa"
+        try:
+            return hf_forward(*args, **kwargs)
+        finally:
+            self.config._attn_implementation = impl
+    return forward
 
 
 def _generate(self, input_ids: torch.Tensor, max_new_tokens: int = 32, do_sample: bool = False,
