@@ -73,7 +73,7 @@ H2) # (not run yet; thirteenth session) the split-attention file whole with unfo
     # passed). Then large N, KV copy-ahead, and the fourteenth session's state_dict test (loading into captured graphs)
     step 320 python3 -u -m pytest -v -s -p no:cacheprovider tests/test_split_attention_gpu.py
     step 200 python3 -u -m pytest -q -p no:cacheprovider tests/test_split_linear_large_n_gpu.py tests/test_kv_ahead.py
-    step 80 python3 -u -m pytest -q -p no:cacheprovider tests/test_runtime_gpu.py -k "load_state_dict or streamer"
+    step 80 python3 -u -m pytest -q -p no:cacheprovider tests/test_runtime_gpu.py -k "load_state_dict or streamer or scores"
     ;;
 H1) # (not run yet; thirteenth session) F12's step limit cut OPT-30B batch 512 at 40% before prefetch ran; dak beside it again
     step 280 python3 -m dak bench e2e --models opt-30b --batch 512 --ratios 40 --systems prefetch,dak-consolidated \

@@ -251,3 +251,17 @@ def test_streamer_and_left_padding_with_graphs(checkpoints):
     ref = model.generate(right, max_new_tokens=20, prompt_lengths=lens)
     assert torch.equal(seq[:, 8:], ref[:, 8:])
     model.dak_free()
+
+
+def test_forward_scores_like_hf_on_the_gpu(checkpoints):
+    """model(ids): full-sequence logits through the split linears (copy-engine prefill path) and SDPA."""
+    hf, path = checkpoints["tiny-qwen2"]
+    model = dak.offload(path, batch=2, max_len=40, host_ratio=0.5, dtype=torch.float16, tune=False)
+    ids = torch.randint(3, 900, (2, 33), device="cuda")
+    mask = torch.ones(2, 33, dtype=torch.long, device="cuda")
+    mask[0, :10] = 0
+    with torch.no_grad():
+        got, want = model(ids, attention_mask=mask, use_cache=False).logits.float(), hf(ids, attention_mask=mask).logits.float()
+    keep = mask.bool()
+    assert ((got[keep] - want[keep]).norm() / want[keep].norm()).item() < 1e-2
+    model.dak_free()
