@@ -168,6 +168,9 @@ def test_generate_after_free_is_a_clear_error():
     model.dak_free()
     with pytest.raises(RuntimeError, match="released by dak_free"):
         model.generate(ids, max_new_tokens=1)
+    with pytest.raises(RuntimeError, match="released by dak_free"):
+        model(ids)
+    model.dak_free()  # a second free does nothing
 
 
 def test_fewer_prompts_and_sampling(tiny):

@@ -201,6 +201,8 @@ def _scoring_forward(hf_forward):
     """The model's own forward (full-sequence logits, e.g. for perplexity; padding masks as in HF)
     with attention through torch SDPA: dak's split attention serves only its engine's cache."""
     def forward(self, *args, **kwargs):
+        if getattr(self.dak_kv, "freed", False):
+            raise RuntimeError("this model's memory was released by dak_free(); offload it again to use it")
         impl = self.config._attn_implementation
         self.config._attn_implementation = "sdpa"
         try:
