@@ -301,3 +301,16 @@ def test_a_quantized_checkpoint_is_refused(tmp_path):
     with pytest.raises(ValueError, match="up_proj.weight' is I8, not a float: quantized checkpoints"):
         dak.offload(str(tmp_path), batch=1, max_len=8, host_ratio=0.5, dtype=torch.float16, tune=False)
     assert pinned_bytes() == before
+
+
+def test_moving_an_offloaded_model_is_refused_before_anything_moves(tiny):
+    """.half()/.float()/.to(other device) would convert the HBM rows but not the pinned host rows:
+    refused, with no tensor converted; a move to where it already is passes."""
+    norm = next(p for n, p in tiny.named_parameters() if "norm" in n)
+    dtype, device = norm.dtype, norm.device
+    for move in (lambda m: m.float(), lambda m: m.to(torch.bfloat16), lambda m: m.to("meta")):
+        with pytest.raises(RuntimeError, match="keeps its rows where the placement put them"):
+            move(tiny)
+        assert norm.dtype == dtype and norm.device == device
+    assert tiny.to(device) is tiny and tiny.to(dtype) is tiny
+    assert tiny.generate(torch.randint(0, 100, (2, 3)), max_new_tokens=2).shape == (2, 5)

@@ -125,3 +125,13 @@ def test_offloaded_model_round_trips_hf_state_dicts(family, tmp_path):
     model.dak_free()
     with pytest.raises(RuntimeError, match="released"):
         model.state_dict()
+
+
+def test_split_modules_refuse_to_change_dtype_or_device():
+    mod = SplitLinear(torch.randn(32, 16).half(), torch.randn(32).half(), host_ratio=0.5, row_tile=16)
+    emb = SplitEmbedding(torch.randn(3, 8).half(), torch.randn(5, 8).half())
+    for m in (mod, emb):
+        for move in (lambda m: m.float(), lambda m: m.bfloat16(), lambda m: m.to("meta")):
+            with pytest.raises(RuntimeError, match="keeps its rows where the placement put them"):
+                move(m)
+        assert m.to(m.w_hbm.device) is m and m.half() is m and m.w_hbm.dtype == torch.float16

@@ -20,7 +20,7 @@ from torch import nn
 
 from dak.host import PinnedBuffer, device_matrix
 from dak.kernels.config import KernelConfig
-from dak.nn.split_state import gather, load_rows, unexpected
+from dak.nn.split_state import gather, load_rows, refuse_moves, unexpected
 from dak.runtime_env import KERNEL_DTYPES, gpu_name, kernel_device, sm_count
 
 
@@ -113,6 +113,10 @@ class SplitLinear(nn.Module):
     def full_weight(self) -> torch.Tensor:
         """The whole weight gathered on the HBM device (a copy; for checks, not the hot path)."""
         return torch.cat([self.w_host.to(self.w_hbm.device), self.w_hbm], dim=0)
+
+    def _apply(self, fn, recurse=True):
+        refuse_moves(self, fn, (self.w_hbm, self.bias))
+        return self
 
     def _save_to_state_dict(self, destination, prefix, keep_vars):
         """As nn.Linear's keys: `weight` (gathered into a CPU copy, see dak.nn.split_state), `bias`."""

@@ -59,3 +59,17 @@ def unexpected(state_dict: dict, prefix: str, known: tuple, out: list) -> None:
     for key in state_dict:
         if key.startswith(prefix) and key[len(prefix):] not in known:
             out.append(key)
+
+
+def refuse_moves(module, fn, tensors) -> None:
+    """For `_apply` (`.to`, `.half()`, `.cpu()`, ...): raise if `fn` would change the dtype or device
+    of any of `tensors` (tried on empty stand-ins, so nothing is converted or allocated); the split
+    parts stay where the placement put them and host rows would not follow anyway."""
+    for t in tensors:
+        if t is None:
+            continue
+        probe = fn(torch.empty(0, dtype=t.dtype, device=t.device))
+        if probe.dtype != t.dtype or probe.device != t.device:
+            raise RuntimeError(f"{type(module).__name__} keeps its rows where the placement put them ({t.dtype} "
+                               f"on {t.device}); it cannot move to {probe.dtype} on {probe.device}: offload "
+                               "the model again with the dtype you want")

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from dak.nn.split_state import gather, load_rows, unexpected
+from dak.nn.split_state import gather, load_rows, refuse_moves, unexpected
 
 
 def device_view(t: torch.Tensor, device: torch.device) -> torch.Tensor:
@@ -51,6 +51,10 @@ class SplitEmbedding(nn.Module):
     def weight(self) -> torch.Tensor:
         """The whole table gathered on the device (a copy; for checks, not the hot path)."""
         return torch.cat([self._w_host.to(self.w_hbm.device), self.w_hbm])
+
+    def _apply(self, fn, recurse=True):
+        refuse_moves(self, fn, (self.w_hbm,))
+        return self
 
     def _save_to_state_dict(self, destination, prefix, keep_vars):
         """As nn.Embedding's key: `weight`, gathered into a CPU copy (see dak.nn.split_state)."""

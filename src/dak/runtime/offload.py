@@ -128,6 +128,7 @@ def offload(model: str | nn.Module, *, hbm_budget=None, hardware: str | Hardware
                             fuse_projections=fuse_projections, progress=progress)
     engine = Engine(model, kv, graphs, kv_buckets=kv_buckets, kv_ahead=kv_ahead)
     model.dak_placement, model.dak_kv, model.dak_engine = placement, kv, engine
+    model._apply = _checked_apply(model)
     model.forward = types.MethodType(_scoring_forward(model.forward), model)
     model.generate = types.MethodType(_generate, model)
     model.dak_free = types.MethodType(_free, model)
@@ -195,6 +196,21 @@ def build_model(cfg: dict, placement, *, dtype: torch.dtype, seed: int = 0, tune
     kv = DakKV(host_requests, w.batch, max_len, spec.num_kv_heads, spec.head_dim, dtype, device)
     kv.prepare(spec.num_heads, tune and device.type == "cuda")
     return model, kv
+
+
+def _checked_apply(model: nn.Module):
+    """model._apply (`.to`, `.half()`, ...) that first asks every split module whether it may move,
+    so a refused conversion leaves no tensor of the model converted."""
+    from dak.nn.split_linear import SplitLinear
+    from dak.runtime.embedding import SplitEmbedding
+    split = [m for m in model.modules() if isinstance(m, (SplitLinear, SplitEmbedding))]
+    hf_apply = model._apply
+
+    def _apply(fn, recurse=True):
+        for mod in split:
+            mod._apply(fn)  # raises for a change of dtype or device; converts nothing
+        return hf_apply(fn, recurse)
+    return _apply
 
 
 def _scoring_forward(hf_forward):
