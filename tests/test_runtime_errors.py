@@ -127,6 +127,8 @@ def test_bad_arguments():
         dak.offload(42, batch=1, max_len=8)
     with pytest.raises(ValueError, match="strict_budget must be True or False"):
         dak.offload("tiny-llama", batch=1, max_len=8, strict_budget="yes")
+    with pytest.raises(ValueError, match="does not apply to host_ratio"):
+        dak.offload("tiny-llama", batch=1, max_len=8, strict_budget=True, host_ratio=0.5)
     with pytest.raises(ValueError, match="HF causal LM with a .config"):
         dak.offload(torch.nn.Linear(3, 3), batch=1, max_len=8)
     from test_runtime import _hf_model

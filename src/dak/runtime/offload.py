@@ -65,6 +65,8 @@ def placement_for(spec: ModelSpec, w: Workload, profile: HardwareProfile, hbm_bu
     if policy == "prefetch":
         raise ValueError("policy 'prefetch' is a baseline (dak bench e2e runs it); use 'consolidated', "
                          "'streamed', 'greedy' or 'uniform'")
+    if strict_budget and host_ratio is not None:
+        raise ValueError("strict_budget fits a plan's staging inside hbm_budget; it does not apply to host_ratio")
     if host_ratio is None:
         budget = None if hbm_budget is None else parse_size(hbm_budget)
         pl = plan(spec, w, profile, budget, policy, fused=fused)
