@@ -316,3 +316,17 @@ def test_moving_an_offloaded_model_is_refused_before_anything_moves(tiny):
         assert norm.dtype == dtype and norm.device == device
     assert tiny.to(device) is tiny and tiny.to(dtype) is tiny
     assert tiny.generate(torch.randint(0, 100, (2, 3)), max_new_tokens=2).shape == (2, 5)
+
+
+def test_hf_aliases_inputs_and_max_length(tiny):
+    ids = torch.randint(0, 100, (2, 4))
+    want = tiny.generate(ids, max_new_tokens=3)
+    assert torch.equal(tiny.generate(inputs=ids, max_length=7), want)
+    with pytest.raises(ValueError, match="max_new_tokens 32 exceeds"):  # the default: 32 new tokens
+        tiny.generate(ids)
+    for kw, msg in (({"max_new_tokens": 3, "max_length": 7}, "not both"), ({"max_length": 4}, "integer > 4"),
+                    ({"inputs": ids}, "once")):
+        with pytest.raises(ValueError, match=msg):
+            tiny.generate(ids, **kw)
+    with pytest.raises(ValueError, match="once"):
+        tiny.generate(max_new_tokens=1)

@@ -230,21 +230,24 @@ def _scoring_forward(hf_forward):
     return forward
 
 
-def _generate(self, input_ids: torch.Tensor, max_new_tokens: int = 32, do_sample: bool = False,
-              temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0, prompt_lengths=None,
-              eos_token_id=None, pad_token_id=None, attention_mask=None, streamer=None, **unused):
+def _generate(self, input_ids: torch.Tensor | None = None, max_new_tokens: int | None = None,
+              do_sample: bool = False, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
+              prompt_lengths=None, eos_token_id=None, pad_token_id=None, attention_mask=None, streamer=None,
+              max_length: int | None = None, inputs: torch.Tensor | None = None, **unused):
     """HF-style generate: returns (B, L + new) ids, the prompt followed by max_new_tokens new tokens,
     or fewer when every request reached `eos_token_id` (later tokens of a stopped request are
     `pad_token_id`). Without eos_token_id it always generates max_new_tokens. A padded batch takes
     `attention_mask` (left or right padding, as a tokenizer returns it) or `prompt_lengths`
     (right padding); each request's new tokens continue its own prompt. `streamer` (HF's
     BaseStreamer protocol: put(ids), end()) gets the input ids, then each step's tokens as they
-    come (a host sync per step)."""
-    from dak.runtime.prompts import prompts_from_mask
+    come (a host sync per step). As in HF, `inputs` may stand for input_ids, and `max_length`
+    (prompt + new tokens) for max_new_tokens (default 32)."""
+    from dak.runtime.prompts import prompts_from_mask, resolve_lengths
     if unused:
-        raise ValueError(f"dak's generate does not support {sorted(unused)}; it takes max_new_tokens, "
-                         "do_sample, temperature, top_k, top_p, prompt_lengths, attention_mask, eos_token_id, "
-                         "pad_token_id, streamer")
+        raise ValueError(f"dak's generate does not support {sorted(unused)}; it takes input_ids (or inputs), "
+                         "max_new_tokens (or max_length), do_sample, temperature, top_k, top_p, prompt_lengths, "
+                         "attention_mask, eos_token_id, pad_token_id, streamer")
+    input_ids, max_new_tokens = resolve_lengths(input_ids, inputs, max_new_tokens, max_length)
     if streamer is not None and not (callable(getattr(streamer, "put", None))
                                      and callable(getattr(streamer, "end", None))):
         raise ValueError(f"streamer must have put(ids) and end() (HF's BaseStreamer), got {type(streamer).__name__}")

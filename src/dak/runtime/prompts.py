@@ -73,3 +73,19 @@ def check_prompts(ids, max_new_tokens, prompt_lengths, batch: int, max_len: int,
         ids = torch.cat([ids, ids[:1].expand(batch - b, n)])
         plen = torch.cat([plen, plen[:1].expand(batch - b)])
     return ids, plen, b
+
+
+def resolve_lengths(input_ids, inputs, max_new_tokens, max_length, default_new: int = 32):
+    """HF's aliases: `inputs` for input_ids, `max_length` (prompt + new) for max_new_tokens."""
+    if (input_ids is None) == (inputs is None):
+        raise ValueError("give the prompt ids once: input_ids (or HF's `inputs`)")
+    ids = input_ids if input_ids is not None else inputs
+    if max_length is None:
+        return ids, default_new if max_new_tokens is None else max_new_tokens
+    if max_new_tokens is not None:
+        raise ValueError("give max_new_tokens or max_length, not both")
+    width = ids.shape[-1] if isinstance(ids, torch.Tensor) else 0
+    if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length <= width:
+        raise ValueError(f"max_length ({max_length!r}) counts the prompt ({width} tokens) and the new tokens: "
+                         f"it must be an integer > {width}")
+    return ids, max_length - width
