@@ -9,6 +9,7 @@ import dak
 from dak.host import pinned_bytes
 from dak.runtime.engine import Engine, Sampling
 from test_runtime import PROMPT, _check_tokens, _hf_model
+from test_state_dict import _perturbed
 
 pytestmark = pytest.mark.gpu
 FAMILIES = ["tiny-llama", "tiny-opt", "tiny-qwen2", "tiny-mistral"]
@@ -203,11 +204,7 @@ def test_load_state_dict_after_capture_changes_the_replayed_model(checkpoints, t
     monkeypatch.setenv("DAK_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("DAK_COPY_WRAP", wrap)
     _, path = checkpoints["tiny-llama"]
-    other = _hf_model("tiny-llama")
-    torch.manual_seed(17)
-    with torch.no_grad():
-        for p in other.parameters():
-            p.add_(0.05 * torch.randn_like(p))
+    other = _perturbed(_hf_model("tiny-llama"), 17)
     other.save_pretrained(tmp_path / "other")
     ids = torch.randint(3, 900, (3, 5), device="cuda")
     kw = dict(batch=3, max_len=60, host_ratio=0.3, dtype=torch.bfloat16, tune=False)

@@ -74,10 +74,13 @@ def run(args) -> int:
     chosen = plans[args.policy]
     if args.strict_budget and workload.phase == "decode":
         from ..runtime.memory import within_budget
-        chosen = within_budget(chosen, spec, lambda b: plans_at(b)[args.policy])
-        if chosen.hbm_budget != plans[args.policy].hbm_budget:
-            plans = plans_at(chosen.hbm_budget)  # the comparison at the budget the plan was given
-            chosen = plans[args.policy]
+        last = {}
+
+        def replan(b):  # keeps every policy's plan at b: the comparison at the budget the plan got
+            last["plans"] = plans_at(b)
+            return last["plans"][args.policy]
+        chosen = within_budget(chosen, spec, replan)
+        plans = last.get("plans", plans)
     if args.json:
         d = chosen.to_dict()
         if workload.phase == "decode":

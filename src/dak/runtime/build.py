@@ -158,15 +158,15 @@ def fill_random(model: nn.Module, seed: int, std: float = 0.02, progress: bool |
     tied = {id(m.weight) for m in model.modules() if isinstance(m, nn.Linear)}
     todo = [(name, mod, parts) for name, mod in model.named_modules()
             for parts in [_row_parts(mod, tied)] if parts is not None]
+    dev = torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
     with Bytes(sum(nbytes(*parts) for _, _, parts in todo), "dak: filling random weights", progress) as bar:
         for name, mod, parts in todo:
-            _fill_module(name, mod, parts, seed, std)
+            _fill_module(name, mod, parts, seed, std, dev)
             bar.update(nbytes(*parts))
 
 
-def _fill_module(name: str, mod: nn.Module, parts: list, seed: int, std: float) -> None:
-    """One module's weight rows from its name-seeded generator, in fixed chunks; bias zeroed."""
-    dev = torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
+def _fill_module(name: str, mod: nn.Module, parts: list, seed: int, std: float, dev: torch.device) -> None:
+    """One module's weight rows from its name-seeded generator (on `dev`), in fixed chunks; bias zeroed."""
     cols = parts[-1].shape[1]
     g = torch.Generator(device=dev).manual_seed(seed * 1_000_003 + zlib.crc32(name.encode()))
     step = max(1, CHUNK_BYTES // 4 // max(1, cols))

@@ -17,7 +17,12 @@ from dak.units import format_bytes
 
 def staging_beyond(pl, spec: ModelSpec, kv_ahead: bool = DEFAULT_KV_AHEAD) -> int:
     """HBM that dak.offload stages for copy-engine linears and attention beyond the plan's bytes."""
-    return max(staging_bytes_for(pl) - pl.staging_bytes, 0) + kv_staging_bytes_for(pl, spec, kv_ahead)
+    return _linear_staging_beyond(pl) + kv_staging_bytes_for(pl, spec, kv_ahead)
+
+
+def _linear_staging_beyond(pl) -> int:
+    """The linears' staging the plan does not hold already (a streamed plan holds it in hbm_bytes)."""
+    return max(staging_bytes_for(pl) - pl.staging_bytes, 0)
 
 
 def within_budget(pl, spec: ModelSpec, replan, kv_ahead: bool = DEFAULT_KV_AHEAD, rounds: int = 6):
@@ -44,13 +49,24 @@ def _host_available() -> int | None:
     return None
 
 
+def _kv_per_layer(placement, spec: ModelSpec) -> tuple[int, list[int]]:
+    """(bytes of one request's K/V in one layer at max_len, host requests per layer)."""
+    w = placement.workload
+    per_request = spec.kv_elements_per_token() * (w.prompt_len + w.gen_len) * w.dtype_bytes
+    return per_request, [op.host_requests or 0 for op in placement.ops if op.kind == "attention"]
+
+
+def kv_host_bytes_for(placement, spec: ModelSpec) -> int:
+    """Pinned host memory of the K/V the plan puts on the host (not in its host_bytes)."""
+    per_request, host_req = _kv_per_layer(placement, spec)
+    return per_request * sum(host_req)
+
+
 def kv_staging_bytes_for(placement, spec: ModelSpec, kv_ahead: bool = DEFAULT_KV_AHEAD) -> int:
     """HBM the attention's copy-engine path stages, which the plan does not count: one layer's
     host K/V for each distinct host-request count (DakKV), and with kv_ahead two more slots of
     the largest."""
-    w = placement.workload
-    per_request = spec.kv_elements_per_token() * (w.prompt_len + w.gen_len) * w.dtype_bytes
-    host_req = [op.host_requests or 0 for op in placement.ops if op.kind == "attention"]
+    per_request, host_req = _kv_per_layer(placement, spec)
     return per_request * (sum(set(host_req)) + (2 * max(host_req, default=0) if kv_ahead else 0))
 
 
@@ -79,11 +95,8 @@ def check_memory(placement, kv_host_bytes: int, device: torch.device, kv_staging
                          f"{format_bytes(avail)} is available; raise hbm_budget or lower batch/max_len")
     if device.type == "cuda":
         free, _ = torch.cuda.mem_get_info(device)
-        # a streamed plan already holds its staging in hbm_bytes (dak.planner.stream)
-        staging = max(staging_bytes_for(placement) - placement.staging_bytes, 0) + kv_staging_bytes
+        staging = _linear_staging_beyond(placement) + kv_staging_bytes
         if placement.hbm_bytes + staging > free:
             raise ValueError(f"the plan keeps {format_bytes(placement.hbm_bytes)} in HBM, and copy-engine "
                              f"staging needs {format_bytes(staging)} more, but only {format_bytes(free)} is "
                              f"free on {torch.cuda.get_device_name(device)}; lower hbm_budget")
-
-

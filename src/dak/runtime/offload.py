@@ -26,8 +26,8 @@ from dak.planner import plan
 from dak.defaults import DEFAULT_FUSE_PROJECTIONS, DEFAULT_KV_AHEAD, DEFAULT_KV_BUCKETS, DEFAULT_POLICY
 from dak.runtime.engine import Engine, Sampling, kv_bucket_caps
 from dak.runtime.kv import ATTN_NAME, DakKV, register
-from dak.runtime.memory import (check_memory, kv_staging_bytes_for, staging_beyond,  # noqa: F401
-                                staging_bytes_for, within_budget)
+from dak.runtime.memory import (check_memory, kv_host_bytes_for, kv_staging_bytes_for,  # noqa: F401
+                                staging_beyond, staging_bytes_for, within_budget)
 from dak.runtime_env import kernel_device
 from dak.units import parse_size
 
@@ -178,10 +178,8 @@ def build_model(cfg: dict, placement, *, dtype: torch.dtype, seed: int = 0, tune
     w = placement.workload
     max_len = w.prompt_len + w.gen_len
     device = kernel_device()
-    host_req = [op.host_requests or 0 for op in placement.ops if op.kind == "attention"]
-    per_request = spec.kv_elements_per_token() * max_len * torch.empty((), dtype=dtype).element_size()
     kv_staging = kv_staging_bytes_for(placement, spec, kv_ahead)
-    check_memory(placement, sum(host_req) * per_request, device, kv_staging if device.type == "cuda" else 0)
+    check_memory(placement, kv_host_bytes_for(placement, spec), device, kv_staging if device.type == "cuda" else 0)
     model = module.to(dtype) if module is not None else skeleton(hf_config(cfg), dtype)
     weights = sum(op.bytes for op in placement.ops if op.kind != "attention")
     with Bytes(weights, "dak: placing (pinning host rows, allocating HBM)", progress) as bar:
