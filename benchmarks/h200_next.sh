@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh H4|H3|H2|H1|G1|F12|F11|F10|F9|F8|F7|F6|F5|F4|F3|F2|F1|E2|E1|D3|D2|D1|C4|C3|C2|C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V
+#   bash benchmarks/h200_next.sh H5|H4|H3|H2|H1|G1|F12|F11|F10|F9|F8|F7|F6|F5|F4|F3|F2|F1|E2|E1|D3|D2|D1|C4|C3|C2|C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -37,6 +37,18 @@ G1) # (ran: thirteenth session) no fork is the default now (F10/F11: 3 streams, 
         tests/test_split_attention_gpu.py
     step 290 python3 -m dak bench e2e --models llama-2-7b,opt-6.7b,llama-3-8b --batch 8 --ratios 1,2,5,10,20,40 \
         --systems dak-consolidated,prefetch --out "$OUT/e2e-g1-batch8.json"
+    ;;
+H5) # (fifteenth session) H4: the all-HBM step's cuBLAS GEMMs are the gap (cuBLASLt no better). Does PDL (each kernel
+    # launched while its predecessor runs, weights prefetched to L2 before the wait) close it? probe_pdl_chain.py on a
+    # Llama-3-8B / Llama-2-7B shaped GEMV chain; then the GPU tests the fifteenth session mended (kv_ahead's side-stream
+    # assertion, the state_dict device compare) and the runtime file with the deferred residual add now the default;
+    # Llama-2-7B / Llama-3-8B at 0/2% on that default
+    step 150 python3 -u benchmarks/probe_pdl_chain.py --model llama-3-8b --out "$OUT/probe-pdl-chain-llama-3-8b.json"
+    step 100 python3 -u benchmarks/probe_pdl_chain.py --model llama-2-7b --out "$OUT/probe-pdl-chain-llama-2-7b.json"
+    step 60 python3 -u -m pytest -q -p no:cacheprovider tests/test_kv_ahead.py -k staged_slot
+    step 170 python3 -u -m pytest -q -p no:cacheprovider tests/test_runtime_gpu.py
+    step 90 python3 -m dak bench e2e --models llama-2-7b,llama-3-8b --batch 8 --ratios 0,2 --systems dak-consolidated \
+        --out "$OUT/e2e-h5-defer-default.json"
     ;;
 H3) # (not run yet; thirteenth session) unforked (F10 trace), OPT-30B's copies run by size: 3.7 MB at 49.2 GB/s (84 a
     # step), 7.3 MB at 52.0 (155), 14.7 MB at 52.9, 17.4 MB at 53.1: the small ones are the rest of the gap to
