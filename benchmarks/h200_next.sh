@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh H5|H4|H3|H2|H1|G1|F12|F11|F10|F9|F8|F7|F6|F5|F4|F3|F2|F1|E2|E1|D3|D2|D1|C4|C3|C2|C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V
+#   bash benchmarks/h200_next.sh H6|H5|H4|H3|H2|H1|G1|F12|F11|F10|F9|F8|F7|F6|F5|F4|F3|F2|F1|E2|E1|D3|D2|D1|C4|C3|C2|C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -14,6 +14,12 @@ step() {  # step SECONDS COMMAND...: run with a time limit, log the tail, never 
     echo "### rc=$?" >>"$log"
     grep -v "^Some parameters are on the meta device" "$OUT/.step.log" | tail -60 >>"$log"
     rm -f "$OUT/.step.log"
+}
+ab() {  # ab SECONDS VAR=VALUE NAME COMMAND...: COMMAND as it is, then under VAR=VALUE (JSONs NAME-default, NAME-<var>)
+    local limit=$1 var=$2 name=$3; shift 3
+    local tag; tag=$(echo "${var%%=*}" | tr 'A-Z_' 'a-z-'); tag=${tag#dak-}
+    step "$limit" "$@" --out "$OUT/$name-default.json"
+    step "$limit" env "$var" "$@" --out "$OUT/$name-$tag.json"
 }
 case "$1" in
 F3) # (ran: twelfth session) DAK_COPY_WRAP=1 (eleventh session, CPU-tested only): the step's last copy refills the chain's
@@ -38,7 +44,20 @@ G1) # (ran: thirteenth session) no fork is the default now (F10/F11: 3 streams, 
     step 290 python3 -m dak bench e2e --models llama-2-7b,opt-6.7b,llama-3-8b --batch 8 --ratios 1,2,5,10,20,40 \
         --systems dak-consolidated,prefetch --out "$OUT/e2e-g1-batch8.json"
     ;;
-H5) # (fifteenth session) H4: the all-HBM step's cuBLAS GEMMs are the gap (cuBLASLt no better). Does PDL (each kernel
+H6) # (not run yet; fifteenth session) P2 (probe_pdl_chain.py, configs timed in graphs): dak's Triton GEMV beat cuBLAS on
+    # 9 of 10 Llama-shaped all-HBM matrices at N = 8 (o_proj 11.5 vs 12.9 us, down 25.2 vs 28.0) and over a whole
+    # Llama-2-7B-shaped chain 1.067x (Llama-3-8B 1.013x). $DAK_HBM_GEMV=1 puts every all-HBM decode linear on it
+    # (dak.kernels.hbm_gemv, heuristic configs when untuned): its GPU tests, then default vs GEMV in one call
+    step 120 python3 -u -m pytest -q -p no:cacheprovider tests/test_hbm_gemv_gpu.py
+    step 100 python3 -u -m pytest -q -p no:cacheprovider tests/test_runtime_gpu.py -k fused_projection
+    ab 100 DAK_HBM_GEMV=1 e2e-h6 python3 -m dak bench e2e --models llama-2-7b,llama-3-8b,opt-6.7b --batch 8 \
+        --ratios 0,1,2,5 --systems dak-consolidated
+    ab 80 DAK_HBM_GEMV=1 e2e-h6-opt-30b python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 0,5 \
+        --systems dak-consolidated
+    step 60 env DAK_HBM_GEMV=1 python3 benchmarks/profile_step.py --steps 2 --model llama-3-8b --ratios 0 \
+        --out "$OUT/step-llama-3-8b-h6-gemv.json"
+    ;;
+H5) # (ran: fifteenth session, its probe steps crashed writing JSON; rerun inline as P1/P2) H4: the all-HBM step's cuBLAS GEMMs are the gap (cuBLASLt no better). Does PDL (each kernel
     # launched while its predecessor runs, weights prefetched to L2 before the wait) close it? probe_pdl_chain.py on a
     # Llama-3-8B / Llama-2-7B shaped GEMV chain; then the GPU tests the fifteenth session mended (kv_ahead's side-stream
     # assertion, the state_dict device compare) and the runtime file with the deferred residual add now the default;
@@ -50,7 +69,7 @@ H5) # (fifteenth session) H4: the all-HBM step's cuBLAS GEMMs are the gap (cuBLA
     step 90 python3 -m dak bench e2e --models llama-2-7b,llama-3-8b --batch 8 --ratios 0,2 --systems dak-consolidated \
         --out "$OUT/e2e-h5-defer-default.json"
     ;;
-H3) # (not run yet; thirteenth session) unforked (F10 trace), OPT-30B's copies run by size: 3.7 MB at 49.2 GB/s (84 a
+H3) # (ran: fifteenth session) unforked (F10 trace), OPT-30B's copies run by size: 3.7 MB at 49.2 GB/s (84 a
     # step), 7.3 MB at 52.0 (155), 14.7 MB at 52.9, 17.4 MB at 53.1: the small ones are the rest of the gap to
     # prefetch's 55.2. Copy groups + KV pair copies (fewer, larger copies) were tried forked only (twelfth session:
     # 49-55 GB/s in the many-stream graph); now unforked: trace and e2e against the default and prefetch
@@ -63,7 +82,7 @@ H3) # (not run yet; thirteenth session) unforked (F10 trace), OPT-30B's copies r
     step 90 env DAK_COPY_GROUP_MIB=128 DAK_KV_PAIR_COPY=1 $e2e --systems dak-consolidated \
         --out "$OUT/e2e-opt-30b-h3-groups.json"
     ;;
-H4) # (not run yet; fourteenth session, no device time then) the all-HBM step of the 7-8B models is 0.78-0.86 x bound,
+H4) # (ran: fifteenth session) the all-HBM step of the 7-8B models is 0.78-0.86 x bound,
     # the main miss of the EB >= 0.9 target at x <= 5%: in Llama-3-8B's graph (s11 trims profile) cuBLAS GEMMs take
     # 3.94 of 4.60 ms, o_proj and qkv run at 3.0-3.2 TB/s (the big ones 3.9-4.3) and o/down add 64 split-K reduce
     # kernels a step. Does torch's cuBLASLt preference pick other kernels? And $DAK_DEFER_RESIDUAL=1 (fourteenth
@@ -79,7 +98,7 @@ H4) # (not run yet; fourteenth session, no device time then) the all-HBM step of
     p="benchmarks/profile_step.py --steps 2 --model llama-3-8b --ratios 0"
     step 60 python3 -c "import runpy, sys, torch; torch.backends.cuda.preferred_blas_library('cublaslt'); sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')" $p --out "$OUT/step-llama-3-8b-h4-cublaslt.json"
     ;;
-H2) # (not run yet; thirteenth session) the split-attention file whole with unforked copy-engine attention, the
+H2) # (ran: fifteenth session) the split-attention file whole with unforked copy-engine attention, the
     # default since b197d2c: its 220 random cases (a quarter of those with host KV staged) took 106-269 s before;
     # since the fourteenth session they are 4 tests of 55 (-v: a run cut by the limit still shows the chunks that
     # passed). Then large N, KV copy-ahead, and the fourteenth session's state_dict test (loading into captured graphs)
@@ -87,7 +106,7 @@ H2) # (not run yet; thirteenth session) the split-attention file whole with unfo
     step 200 python3 -u -m pytest -q -p no:cacheprovider tests/test_split_linear_large_n_gpu.py tests/test_kv_ahead.py
     step 80 python3 -u -m pytest -q -p no:cacheprovider tests/test_runtime_gpu.py -k "load_state_dict or streamer or scores"
     ;;
-H1) # (not run yet; thirteenth session) F12's step limit cut OPT-30B batch 512 at 40% before prefetch ran; dak beside it again
+H1) # (ran: fifteenth session) F12's step limit cut OPT-30B batch 512 at 40% before prefetch ran; dak beside it again
     step 280 python3 -m dak bench e2e --models opt-30b --batch 512 --ratios 40 --systems prefetch,dak-consolidated \
         --out "$OUT/e2e-opt-30b-bs512-40.json"
     ;;

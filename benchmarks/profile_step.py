@@ -44,6 +44,7 @@ from dak.runtime.engine import Engine, Sampling  # noqa: E402
 
 CATEGORIES = (  # first match wins; matched against lower-case kernel names
     ("split kernel", ("_split_linear_kernel", "split_linear")),
+    ("hbm gemv", ("_gemv",)),
     ("copy engine", ("memcpy htod", "memcpy h2d")),
     ("attention", ("attn", "attention", "flash", "fmha")),
     ("kv write", ("_kv_write",)),

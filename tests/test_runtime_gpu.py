@@ -143,9 +143,12 @@ def test_forked_or_eager_steps_give_the_same_tokens(checkpoints, tmp_path, monke
 
 
 @pytest.mark.parametrize("family", FAMILIES)
-def test_fused_projection_graphs_match_hf_eager(checkpoints, family):
+@pytest.mark.parametrize("gemv", ["0", "1"])
+def test_fused_projection_graphs_match_hf_eager(checkpoints, family, gemv, monkeypatch):
     """All-HBM q/k/v and gate/up multiplied as one matrix (dak.nn.fused_proj) inside the decode
-    graphs: HF's greedy tokens (or its ties), as without fusion."""
+    graphs: HF's greedy tokens (or its ties), as without fusion; also with every all-HBM linear
+    on dak's GEMV kernel ($DAK_HBM_GEMV=1)."""
+    monkeypatch.setenv("DAK_HBM_GEMV", gemv)
     hf, path = checkpoints[family]
     steps = 32
     model = dak.offload(path, batch=2, max_len=PROMPT + steps, host_ratio=0.0, dtype=torch.float16, tune=False,

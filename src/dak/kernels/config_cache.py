@@ -59,11 +59,12 @@ class ConfigCache(Generic[T]):
             pass  # a read-only home only costs a re-tune next time
 
 
-def time_or_inf(fn: Callable[[], object]) -> float:
-    """Milliseconds of one `fn()` by short CUDA-graph replay; inf when `fn` raises the launchers'
-    ValueError for a config this GPU cannot run (on-chip resources)."""
+def time_or_inf(*fns: Callable[[], object]) -> float:
+    """Milliseconds of one call by short CUDA-graph replay (`fns`: equivalent calls over different
+    buffers, rotated so that back-to-back calls do not hit L2); inf when a call raises the
+    launchers' ValueError for a config this GPU cannot run (on-chip resources)."""
     try:
-        return graph_time_ms([fn], target_ms=5.0, max_replays=5)
+        return graph_time_ms(list(fns), target_ms=5.0, max_replays=5)
     except ValueError as exc:
         if "on-chip resources" not in str(exc):
             raise

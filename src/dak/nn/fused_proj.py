@@ -19,10 +19,10 @@ between the members' calls.
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from dak.host import device_matrix
+from dak.kernels.hbm_gemv import hbm_linear
 from dak.nn.split_linear import SplitLinear
 from dak.planner.overhead import PROJECTION_GROUPS as GROUPS  # HF attribute names, call order
 
@@ -88,6 +88,7 @@ class ProjectionGroup(SharedProduct):
             raise ValueError(reason)
         self.weight, weights = stack([m.w_hbm for m in members])
         self.bias, biases = stack([m.bias for m in members]) if members[0].bias is not None else (None, None)
+        self.tune = all(m.tune for m in members)
         self.bounds: list[tuple[int, int]] = []
         lo = 0
         for i, m in enumerate(members):
@@ -100,7 +101,7 @@ class ProjectionGroup(SharedProduct):
 
     def output(self, i: int, x: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
         """Member i's (tokens, rows) output for input x (x2: x as (tokens, in_features))."""
-        y = self.product(i, x, lambda: F.linear(x2, self.weight, self.bias))
+        y = self.product(i, x, lambda: hbm_linear(x2, self.weight, self.bias, self.tune))
         a, b = self.bounds[i]
         return y[:, a:b]
 

@@ -3,7 +3,9 @@
 Rows [0, m_h) of the (out_features, in_features) weight are kept in an exact-size pinned host
 buffer, rows [m_h, out_features) in HBM; m_h is a multiple of `row_tile` (or all rows). One
 Triton launch computes the whole output (see dak.kernels.split_linear). With m_h = 0 the
-module calls torch's own matmul on the HBM weight, which is the fastest all-HBM path.
+module calls torch's own matmul on the HBM weight, or with $DAK_HBM_GEMV=1 at decode batch
+sizes dak's GEMV kernel (dak.kernels.hbm_gemv: faster than cuBLAS inside CUDA graphs on the
+H200's probe, not yet measured end to end).
 
 Launch configs are chosen per token bucket by a short sweep (`tune=True`) or a heuristic,
 before first use; `prepare(n_tokens)` does it explicitly. Inside CUDA graph capture the module
@@ -15,11 +17,11 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from dak.host import PinnedBuffer, device_matrix
 from dak.kernels.config import KernelConfig
+from dak.kernels.hbm_gemv import hbm_linear
 from dak.nn.split_state import gather, load_rows, refuse_moves, unexpected
 from dak.runtime_env import KERNEL_DTYPES, gpu_name, kernel_device, sm_count
 
@@ -196,7 +198,7 @@ class SplitLinear(nn.Module):
         lead = x.shape[:-1]
         x2 = x.reshape(-1, self.in_features)
         if self.host_rows == 0:
-            y = (F.linear(x2, self.w_hbm, self.bias) if self._group is None
+            y = (hbm_linear(x2, self.w_hbm, self.bias, self.tune) if self._group is None
                  else self._group[0].output(self._group[1], x, x2))
         else:
             cfg = self._configs.get(token_bucket(x2.shape[0]))

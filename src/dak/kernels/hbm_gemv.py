@@ -1,0 +1,192 @@
+"""Decode GEMV for a weight wholly in HBM: Y = X @ W^T (+ b) for N <= 16 tokens, one Triton launch.
+
+Why: a decode step at small batch is a chain of GEMVs, and inside a CUDA graph cuBLAS reads the
+smaller ones well below HBM bandwidth (H200, bf16, N = 8, back-to-back launches over distinct
+weights, fifteenth session, `benchmarks/probe_pdl_chain.py`: 4096x4096 12.9 us = 2611 GB/s,
+4096x11008 28.0 us). This kernel, one program per BLOCK_M rows walking all of K, took 11.5 and
+25.2 us there and was faster on 9 of 10 Llama-shaped matrices (equal on the tenth); over a whole
+Llama-2-7B-shaped decode chain 1.067x cuBLAS's step, Llama-3-8B 1.013x. Each program reads its
+rows once and all tokens at once (BLOCK_N = 16 covers N), so no read is repeated.
+
+`hbm_linear(x2, w, bias)` is what dak's all-HBM linears call: this kernel where `gemv_enabled()`
+($DAK_HBM_GEMV=1; off until measured end to end) and the input is a decode batch, torch's
+F.linear otherwise. Configs: `heuristic(M, K)` (from the H200 sweep), or with tune=True a short
+graph-timed sweep (cuBLAS one of its candidates) cached on disk per (GPU, dtype, N, M, K, bias).
+
+Shapes and dtypes: x (N, K) contiguous, w (M, K) with unit column stride, bias (M,) or None; all
+bf16 or all fp16, fp32 accumulation; out (N, M) with unit column stride.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import torch
+import torch.nn.functional as F
+import triton
+import triton.language as tl
+
+from dak.kernels.config_cache import ConfigCache, time_or_inf
+from dak.runtime_env import KERNEL_DTYPES, env_flag, gpu_name, interpreting
+
+MAX_TOKENS = 16  # the token tile: tl.dot needs >= 16 rows, and one tile covers every decode token
+
+
+@dataclass(frozen=True)
+class GemvConfig:
+    """A launch config; backend "cublas" means torch's F.linear (a tuned sweep may pick it)."""
+    block_m: int = 32
+    block_k: int = 256
+    num_stages: int = 4
+    backend: str = "triton"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+CANDIDATES = [GemvConfig(bm, bk, st) for bm in (16, 32, 64) for bk in (128, 256) for st in (3, 4, 5)]
+CACHE: ConfigCache[GemvConfig] = ConfigCache("hbm_gemv", GemvConfig, GemvConfig.to_dict)
+
+
+def gemv_enabled() -> bool:
+    """$DAK_HBM_GEMV=1 sends all-HBM decode linears to this kernel (an experiment: off until
+    measured end to end on the GPU); unset or 0 keeps torch's cuBLAS."""
+    return env_flag("DAK_HBM_GEMV", False)
+
+
+def heuristic(m: int, k: int) -> GemvConfig:
+    """The untuned config. On the H200's sweep (N = 8, bf16) the fastest or within 3% of it:
+    few rows (<= 4096, about one wave of 32-row programs) deep pipelines; up to 16384 rows
+    32-row tiles; taller matrices 64-row tiles of 128 columns."""
+    if m <= 4096:
+        return GemvConfig(32, 256, 5)
+    if m <= 16384:
+        return GemvConfig(32, 256, 4)
+    return GemvConfig(64, 128, 3)
+
+
+@triton.jit
+def _gemv(x_ptr, w_ptr, b_ptr, y_ptr, N, M, K, stride_xn, stride_wm, stride_yn,
+          HAS_BIAS: tl.constexpr, EVEN_M: tl.constexpr, EVEN_K: tl.constexpr, BLOCK_M: tl.constexpr,
+          BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, DOT_F32: tl.constexpr):
+    """Y[:, rows] for this program's BLOCK_M rows of W, every token at once, all of K."""
+    offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_k = tl.arange(0, BLOCK_K)
+    mask_m = offs_m < M
+    mask_n = offs_n < N
+    w_rows = w_ptr + offs_m.to(tl.int64)[:, None] * stride_wm
+    x_rows = x_ptr + offs_n[:, None] * stride_xn
+    acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        ks = k0 + offs_k
+        if EVEN_K:
+            x = tl.load(x_rows + ks[None, :], mask=mask_n[:, None], other=0.0)
+            if EVEN_M:
+                w = tl.load(w_rows + ks[None, :])
+            else:
+                w = tl.load(w_rows + ks[None, :], mask=mask_m[:, None], other=0.0)
+        else:
+            x = tl.load(x_rows + ks[None, :], mask=mask_n[:, None] & (ks[None, :] < K), other=0.0)
+            w = tl.load(w_rows + ks[None, :], mask=mask_m[:, None] & (ks[None, :] < K), other=0.0)
+        if DOT_F32:  # Triton 3.6's interpreter mis-computes bf16 tl.dot: upcast there only
+            acc = tl.dot(x.to(tl.float32), tl.trans(w.to(tl.float32)), acc, input_precision="ieee")
+        else:
+            acc = tl.dot(x, tl.trans(w), acc)
+    if HAS_BIAS:
+        acc += tl.load(b_ptr + offs_m, mask=mask_m, other=0.0).to(tl.float32)[None, :]
+    tl.store(y_ptr + offs_n[:, None] * stride_yn + offs_m[None, :], acc.to(y_ptr.dtype.element_ty),
+             mask=mask_n[:, None] & mask_m[None, :])
+
+
+def check_gemv_args(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, out: torch.Tensor | None):
+    """ValueError, saying what to pass instead, for inputs hbm_gemv cannot take."""
+    if x.dim() != 2 or w.dim() != 2 or x.shape[1] != w.shape[1]:
+        raise ValueError(f"hbm_gemv needs x (N, K) and w (M, K), got {tuple(x.shape)} and {tuple(w.shape)}")
+    if not 1 <= x.shape[0] <= MAX_TOKENS:
+        raise ValueError(f"hbm_gemv takes 1..{MAX_TOKENS} tokens, got {x.shape[0]}; use F.linear (or "
+                         "hbm_linear, which falls back to it) for larger batches")
+    if x.dtype not in KERNEL_DTYPES or w.dtype != x.dtype or (bias is not None and bias.dtype != x.dtype):
+        raise ValueError(f"hbm_gemv needs bf16 or fp16 x, w and bias of one dtype, got {x.dtype}, {w.dtype}, "
+                         f"{None if bias is None else bias.dtype}")
+    if x.stride(1) != 1 or w.stride(1) != 1 or (bias is not None and (bias.shape != (w.shape[0],) or
+                                                                       bias.stride(0) != 1)):
+        raise ValueError("hbm_gemv needs unit column strides in x and w and a contiguous (M,) bias; "
+                         "call .contiguous() first")
+    if out is not None and (out.shape != (x.shape[0], w.shape[0]) or out.dtype != x.dtype or out.stride(1) != 1):
+        raise ValueError(f"out must be ({x.shape[0]}, {w.shape[0]}) {x.dtype} with unit column stride, "
+                         f"got {tuple(out.shape)} {out.dtype} strides {out.stride()}")
+    devices = {t.device for t in (x, w, bias, out) if t is not None}
+    if len(devices) != 1:
+        raise ValueError(f"hbm_gemv's tensors must be on one device, got {sorted(map(str, devices))}")
+
+
+def hbm_gemv(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None,
+             cfg: GemvConfig | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
+    """x @ w.T (+ bias) by the Triton kernel (or cuBLAS where cfg.backend says so)."""
+    check_gemv_args(x, w, bias, out)
+    n, k = x.shape
+    m = w.shape[0]
+    cfg = cfg or heuristic(m, k)
+    if out is None:
+        out = torch.empty(n, m, dtype=x.dtype, device=x.device)
+    if cfg.backend == "cublas":
+        return torch.addmm(bias, x, w.t(), out=out) if bias is not None else torch.mm(x, w.t(), out=out)
+    _gemv[(triton.cdiv(m, cfg.block_m),)](
+        x, w, bias if bias is not None else w, out, n, m, k, x.stride(0), w.stride(0), out.stride(0),
+        HAS_BIAS=bias is not None, EVEN_M=m % cfg.block_m == 0, EVEN_K=k % cfg.block_k == 0,
+        BLOCK_M=cfg.block_m, BLOCK_N=MAX_TOKENS, BLOCK_K=cfg.block_k, DOT_F32=interpreting(),
+        num_warps=4, num_stages=cfg.num_stages)
+    return out
+
+
+def gemv_key(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None) -> str:
+    return f"{gpu_name(x.device)}|{str(x.dtype).removeprefix('torch.')}|n{x.shape[0]}|m{w.shape[0]}|k{w.shape[1]}|" \
+           f"bias{int(bias is not None)}"
+
+
+def tune_gemv(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None) -> GemvConfig:
+    """The fastest of CANDIDATES and cuBLAS for this shape, each timed inside a CUDA graph over
+    enough weight copies (>= 128 MB in all) that back-to-back launches do not hit L2."""
+    copies = _copies(w)
+    out = torch.empty(x.shape[0], w.shape[0], dtype=x.dtype, device=x.device)
+    best, best_t = None, float("inf")
+    for cfg in CANDIDATES + [GemvConfig(backend="cublas")]:
+        t = time_or_inf(*[lambda c=c, cfg=cfg: hbm_gemv(x, c, bias, cfg, out) for c in copies])
+        if t < best_t:
+            best, best_t = cfg, t
+    return best or heuristic(*w.shape)
+
+
+def _copies(w: torch.Tensor) -> list[torch.Tensor]:
+    """`w` and as many copies of it as make >= 128 MB together (at most 7 copies)."""
+    extra = min(7, max(0, -(-128_000_000 // max(1, w.numel() * w.element_size())) - 1))
+    copies = [w]
+    for _ in range(extra):
+        try:
+            copies.append(w.clone())
+        except torch.cuda.OutOfMemoryError:  # a full GPU: time over fewer copies (some L2 hits)
+            break
+    return copies
+
+
+def config_for(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, tune: bool) -> GemvConfig:
+    """The cached config for this shape; else tuned (tune=True, on a GPU, outside graph capture),
+    stored on disk; else the heuristic (kept in memory only)."""
+    key = gemv_key(x, w, bias)
+    cfg = CACHE.get(key)
+    if cfg is None:
+        capturing = x.device.type == "cuda" and torch.cuda.is_current_stream_capturing()
+        tuned = tune and x.device.type == "cuda" and not capturing
+        cfg = tune_gemv(x, w, bias) if tuned else heuristic(*w.shape)
+        CACHE.put(key, cfg, persist=tuned)
+    return cfg
+
+
+def hbm_linear(x2: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, tune: bool = False) -> torch.Tensor:
+    """F.linear(x2, w, bias), by the GEMV kernel where gemv_enabled() and it applies (1..16 tokens,
+    bf16/fp16, on a GPU or in the interpreter, no autograd)."""
+    if (gemv_enabled() and 1 <= x2.shape[0] <= MAX_TOKENS and x2.dtype in KERNEL_DTYPES
+            and (x2.device.type == "cuda" or interpreting()) and not torch.is_grad_enabled()):
+        return hbm_gemv(x2, w, bias, config_for(x2, w, bias, tune))
+    return F.linear(x2, w, bias)

@@ -1,0 +1,135 @@
+"""dak.kernels.hbm_gemv: the decode GEMV for all-HBM weights, against a float32 reference (CPU:
+Triton's interpreter on small odd shapes; the GPU file runs model-sized ones)."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import dak.kernels.hbm_gemv as hg
+from dak.kernels.hbm_gemv import GemvConfig, hbm_gemv, hbm_linear, heuristic
+from dak.nn.fused_proj import ProjectionGroup
+from dak.nn.split_linear import SplitLinear
+from dak.runtime_env import kernel_device
+
+DEV = kernel_device()
+TOL = {torch.bfloat16: 1.6e-2, torch.float16: 2e-3}
+
+
+def _rel(y, ref):
+    return ((y.float() - ref).norm() / ref.norm()).item()
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("n,m,k,bias,cfg", [
+    (1, 40, 64, False, GemvConfig(16, 64, 2)),     # one token, M a multiple of the tile
+    (5, 37, 72, True, GemvConfig(16, 32, 3)),      # M and K both off the tile
+    (16, 70, 96, True, GemvConfig(32, 64, 2)),     # a full token tile, K off the tile
+    (8, 128, 256, False, None),                    # the heuristic's config
+    (3, 33, 300, True, GemvConfig(64, 128, 2)),    # more rows in the tile than M
+])
+def test_gemv_matches_fp32_reference(dtype, n, m, k, bias, cfg):
+    g = torch.Generator().manual_seed(n * 1000 + m + k)
+    x = torch.randn(n, k, generator=g).to(dtype)
+    w = (torch.randn(m, k, generator=g) * k ** -0.5).to(dtype)
+    b = (torch.randn(m, generator=g) * 0.5).to(dtype) if bias else None
+    out = torch.full((n, m), float("nan"), dtype=dtype, device=DEV)  # poisoned: every entry must be written
+    y = hbm_gemv(x.to(DEV), w.to(DEV), None if b is None else b.to(DEV), cfg, out=out)
+    ref = x.float() @ w.float().T + (b.float() if bias else 0)
+    assert y is out and not y.isnan().any()
+    assert _rel(y.cpu(), ref) < TOL[dtype]
+
+
+def test_gemv_writes_into_a_strided_output_and_keeps_the_rest():
+    x = torch.randn(4, 48).to(torch.float16)
+    w = (torch.randn(20, 48) * 0.2).to(torch.float16)
+    big = torch.full((4, 30), 7.0, dtype=torch.float16, device=DEV)
+    hbm_gemv(x.to(DEV), w.to(DEV), cfg=GemvConfig(16, 32, 2), out=big[:, 5:25])
+    assert _rel(big[:, 5:25].cpu(), x.float() @ w.float().T) < TOL[torch.float16]
+    assert (big[:, :5] == 7).all() and (big[:, 25:] == 7).all()
+
+
+def test_cublas_backend_and_bad_arguments():
+    x = torch.randn(3, 32).to(torch.bfloat16).to(DEV)
+    w = torch.randn(24, 32).to(torch.bfloat16).to(DEV)
+    b = torch.randn(24).to(torch.bfloat16).to(DEV)
+    y = hbm_gemv(x, w, b, GemvConfig(backend="cublas"))
+    assert torch.equal(y, F.linear(x, w, b))
+    with pytest.raises(ValueError, match="1..16 tokens"):
+        hbm_gemv(torch.randn(17, 32).to(torch.bfloat16).to(DEV), w)
+    with pytest.raises(ValueError, match="bf16 or fp16"):
+        hbm_gemv(x.float(), w.float())
+    with pytest.raises(ValueError, match="unit column strides"):
+        hbm_gemv(x, w.t().contiguous().t())
+    with pytest.raises(ValueError, match=r"x \(N, K\) and w \(M, K\)"):
+        hbm_gemv(x, w[:, :16])
+    with pytest.raises(ValueError, match="out must be"):
+        hbm_gemv(x, w, out=torch.empty(3, 23, dtype=torch.bfloat16, device=DEV))
+
+
+@pytest.mark.parametrize("m,k", [(4096, 4096), (6144, 4096), (14336, 4096), (28672, 4096), (128256, 4096),
+                                 (4096, 14336), (1000, 77)])
+def test_heuristic_configs_are_valid_tiles(m, k):
+    cfg = heuristic(m, k)
+    assert cfg.backend == "triton" and cfg in hg.CANDIDATES
+    assert cfg.block_m in (16, 32, 64) and cfg.block_k in (128, 256)
+
+
+def test_hbm_linear_routes_by_switch_tokens_and_grad(monkeypatch):
+    calls = []
+    real = hg.hbm_gemv
+    monkeypatch.setattr(hg, "hbm_gemv", lambda *a, **kw: calls.append(a[0].shape[0]) or real(*a, **kw))
+    x = torch.randn(6, 40).to(torch.bfloat16).to(DEV)
+    w = (torch.randn(50, 40) * 0.2).to(torch.bfloat16).to(DEV)
+    ref = x.float() @ w.float().T
+    with torch.no_grad():
+        monkeypatch.delenv("DAK_HBM_GEMV", raising=False)
+        assert torch.equal(hbm_linear(x, w, None), F.linear(x, w)) and calls == []  # off by default
+        monkeypatch.setenv("DAK_HBM_GEMV", "1")
+        assert _rel(hbm_linear(x, w, None).cpu(), ref.cpu()) < TOL[torch.bfloat16] and calls == [6]
+        big = torch.randn(17, 40).to(torch.bfloat16).to(DEV)
+        assert torch.equal(hbm_linear(big, w, None), F.linear(big, w)) and calls == [6]  # prefill: cuBLAS
+    y = hbm_linear(x.requires_grad_(), w, None)  # autograd: torch's op, so gradients flow
+    assert y.requires_grad and calls == [6]
+    monkeypatch.setenv("DAK_HBM_GEMV", "yes")
+    with pytest.raises(ValueError, match="DAK_HBM_GEMV must be 0 or 1"):
+        hbm_linear(x, w, None)
+
+
+def test_all_hbm_split_linear_and_fused_group_use_the_gemv(monkeypatch):
+    """With $DAK_HBM_GEMV=1 an all-HBM SplitLinear and a fused q/k/v group compute by the GEMV
+    (one launch for the group) and match the float32 reference."""
+    monkeypatch.setenv("DAK_HBM_GEMV", "1")
+    calls = []
+    real = hg.hbm_gemv
+    monkeypatch.setattr(hg, "hbm_gemv", lambda *a, **kw: calls.append(tuple(a[1].shape)) or real(*a, **kw))
+    torch.manual_seed(3)
+    dt = torch.float16
+    ws = [torch.randn(r, 40) * 0.2 for r in (48, 16, 16)]
+    bs = [torch.randn(r) * 0.1 for r in (48, 16, 16)]
+    mods = [SplitLinear(w.to(dt), b.to(dt), host_rows=0, row_tile=1, tune=False) for w, b in zip(ws, bs)]
+    x = torch.randn(1, 5, 40).to(dt).to(mods[0].w_hbm.device)
+    with torch.no_grad():
+        y0 = mods[0](x)
+        assert calls == [(48, 40)]
+        assert _rel(y0.cpu(), x.cpu().float() @ ws[0].to(dt).float().T + bs[0].to(dt).float()) < TOL[dt]
+        ProjectionGroup(mods)
+        outs = [m(x) for m in mods]
+    assert calls == [(48, 40), (80, 40)]
+    for y, w, b in zip(outs, ws, bs):
+        assert _rel(y.cpu(), x.cpu().float() @ w.to(dt).float().T + b.to(dt).float()) < TOL[dt]
+
+
+def test_configs_are_cached_per_shape_and_tuned_only_on_a_gpu(monkeypatch, tmp_path):
+    monkeypatch.setenv("DAK_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(hg.CACHE, "memory", {})
+    tuned = []
+    monkeypatch.setattr(hg, "tune_gemv", lambda x, w, b: tuned.append(w.shape) or GemvConfig(backend="cublas"))
+    x = torch.randn(2, 64).to(torch.bfloat16)
+    w = torch.randn(96, 64).to(torch.bfloat16)
+    assert hg.config_for(x, w, None, tune=True) == heuristic(96, 64)  # a CPU tensor is never tuned
+    assert tuned == [] and not (tmp_path / "hbm_gemv.json").exists()
+    if torch.cuda.is_available():
+        xc, wc = x.cuda(), w.cuda()
+        assert hg.config_for(xc, wc, None, tune=True) == GemvConfig(backend="cublas")
+        assert hg.config_for(xc, wc, None, tune=True) == GemvConfig(backend="cublas") and len(tuned) == 1
+        assert (tmp_path / "hbm_gemv.json").exists()
