@@ -48,11 +48,11 @@ H6) # (not run yet; fifteenth session) P2 (probe_pdl_chain.py, configs timed in 
     # 9 of 10 Llama-shaped all-HBM matrices at N = 8 (o_proj 11.5 vs 12.9 us, down 25.2 vs 28.0) and over a whole
     # Llama-2-7B-shaped chain 1.067x (Llama-3-8B 1.013x). $DAK_HBM_GEMV=1 puts every all-HBM decode linear on it
     # (dak.kernels.hbm_gemv, heuristic configs when untuned): its GPU tests, then default vs GEMV in one call
-    step 120 python3 -u -m pytest -q -p no:cacheprovider tests/test_hbm_gemv_gpu.py
-    step 100 python3 -u -m pytest -q -p no:cacheprovider tests/test_runtime_gpu.py -k fused_projection
-    ab 100 DAK_HBM_GEMV=1 e2e-h6 python3 -m dak bench e2e --models llama-2-7b,llama-3-8b,opt-6.7b --batch 8 \
+    step 90 python3 -u -m pytest -q -p no:cacheprovider tests/test_hbm_gemv_gpu.py
+    step 80 python3 -u -m pytest -q -p no:cacheprovider tests/test_runtime_gpu.py -k fused_projection
+    ab 90 DAK_HBM_GEMV=1 e2e-h6 python3 -m dak bench e2e --models llama-2-7b,llama-3-8b,opt-6.7b --batch 8 \
         --ratios 0,1,2,5 --systems dak-consolidated
-    ab 80 DAK_HBM_GEMV=1 e2e-h6-opt-30b python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 0,5 \
+    ab 70 DAK_HBM_GEMV=1 e2e-h6-opt-30b python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 0,5 \
         --systems dak-consolidated
     step 60 env DAK_HBM_GEMV=1 python3 benchmarks/profile_step.py --steps 2 --model llama-3-8b --ratios 0 \
         --out "$OUT/step-llama-3-8b-h6-gemv.json"
