@@ -133,3 +133,42 @@ def test_configs_are_cached_per_shape_and_tuned_only_on_a_gpu(monkeypatch, tmp_p
         assert hg.config_for(xc, wc, None, tune=True) == GemvConfig(backend="cublas")
         assert hg.config_for(xc, wc, None, tune=True) == GemvConfig(backend="cublas") and len(tuned) == 1
         assert (tmp_path / "hbm_gemv.json").exists()
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("n,f,m,bias,cfg", [(3, 72, 37, True, GemvConfig(16, 32, 2)), (8, 64, 48, False, None),
+                                            (1, 40, 16, False, GemvConfig(backend="cublas"))])
+def test_gated_gemv_equals_silu_mul_then_gemv(dtype, n, f, m, bias, cfg):
+    """SiLU(gate) * up computed inside the GEMV's loads rounds as dak's silu_mul launch does: the
+    output equals silu_mul followed by the plain GEMV, bit for bit (gate and up are column views
+    of one fused gate/up output, as a fused MLP hands them over)."""
+    from dak.kernels.fused_layer import silu_mul
+    g = torch.Generator().manual_seed(n + f + m)
+    gu = (torch.randn(n, 2 * f, generator=g) * 2).to(dtype).to(DEV)
+    gate, up = gu[:, :f], gu[:, f:]
+    w = (torch.randn(m, f, generator=g) * f ** -0.5).to(dtype).to(DEV)
+    b = (torch.randn(m, generator=g) * 0.5).to(dtype).to(DEV) if bias else None
+    out = torch.full((n, m), float("nan"), dtype=dtype, device=DEV)
+    got = hbm_gemv(gate, w, b, cfg, out=out, up=up)
+    want = hbm_gemv(silu_mul(gate, up), w, b, cfg)
+    assert got is out and torch.equal(got, want)
+    ref = torch.nn.functional.silu(gate.float()) * up.float() @ w.float().T + (b.float() if bias else 0)
+    assert _rel(got.cpu(), ref.cpu()) < 2 * TOL[dtype]
+    with pytest.raises(ValueError, match="up must match the gate"):
+        hbm_gemv(gate, w, b, cfg, up=up[:, :-1])
+
+
+def test_gated_linear_needs_both_switches(monkeypatch):
+    gate = torch.randn(2, 32).to(torch.bfloat16).to(DEV)
+    w = torch.randn(8, 32).to(torch.bfloat16).to(DEV)
+    with torch.no_grad():
+        monkeypatch.delenv("DAK_GEMV_SILU", raising=False)
+        assert hg.gated_linear(gate, gate, w, None) is None  # off: the caller runs silu_mul + linear
+        monkeypatch.setenv("DAK_GEMV_SILU", "1")
+        monkeypatch.delenv("DAK_HBM_GEMV", raising=False)
+        with pytest.raises(ValueError, match="needs DAK_HBM_GEMV=1|only with DAK_HBM_GEMV=1"):
+            hg.gated_linear(gate, gate, w, None)
+        monkeypatch.setenv("DAK_HBM_GEMV", "1")
+        assert hg.gated_linear(gate, gate, w, None).shape == (2, 8)
+        assert hg.gated_linear(torch.randn(17, 32).to(torch.bfloat16).to(DEV), torch.randn(17, 32).to(
+            torch.bfloat16).to(DEV), w, None) is None  # a prefill batch: two steps

@@ -61,3 +61,18 @@ def test_graph_replay_uses_the_new_inputs(monkeypatch):
             g.replay()
             torch.cuda.synchronize()
             assert _rel(y, x.float() @ w.float().T + b.float()) < TOL[torch.bfloat16]
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_gated_down_projection_equals_silu_mul_then_gemv(dtype):
+    """Llama-3-8B's down_proj at N = 8 with SiLU * up inside the GEMV: bit for bit the two-launch
+    result (silu_mul, then the GEMV), for the heuristic and a tuned-style config."""
+    from dak.kernels.fused_layer import silu_mul
+    g = torch.Generator(device="cuda").manual_seed(9)
+    gu = (torch.randn(8, 2 * 14336, generator=g, device="cuda") * 2).to(dtype)
+    gate, up = gu[:, :14336], gu[:, 14336:]
+    w = (torch.randn(4096, 14336, generator=g, device="cuda") * 14336 ** -0.5).to(dtype)
+    for cfg in (heuristic(4096, 14336), GemvConfig(64, 128, 3)):
+        out = torch.full((8, 4096), float("nan"), dtype=dtype, device="cuda")
+        got = hbm_gemv(gate, w, None, cfg, out=out, up=up)
+        assert torch.equal(got, hbm_gemv(silu_mul(gate, up), w, None, cfg)), cfg

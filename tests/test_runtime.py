@@ -190,21 +190,29 @@ def _fusable_groups(placement):
                if all(n in ks for n in names) and not any(ks[n] for n in names))
 
 
-@pytest.mark.parametrize("family", ["tiny-llama", "tiny-opt"])
-def test_hbm_gemv_decode_matches_hf(checkpoints, family, monkeypatch):
+@pytest.mark.parametrize("family,silu", [("tiny-llama", "0"), ("tiny-llama", "1"), ("tiny-opt", "0")])
+def test_hbm_gemv_decode_matches_hf(checkpoints, family, silu, monkeypatch):
     """$DAK_HBM_GEMV=1: the all-HBM linears (fused q/k/v and gate/up, the LM head) run dak's GEMV
-    kernel at decode batch sizes, and the greedy tokens are HF's (or its ties)."""
+    kernel at decode batch sizes, and the greedy tokens are HF's (or its ties); with
+    $DAK_GEMV_SILU=1 too, Llama's down_proj computes SiLU * up itself (no silu_mul launch)."""
     import dak.kernels.hbm_gemv as hg
+    import dak.runtime.fused as fz
     monkeypatch.setenv("DAK_HBM_GEMV", "1")
-    shapes = set()
+    monkeypatch.setenv("DAK_GEMV_SILU", silu)
+    shapes, gated = set(), []
     real = hg.hbm_gemv
-    monkeypatch.setattr(hg, "hbm_gemv", lambda *a, **kw: shapes.add(tuple(a[1].shape)) or real(*a, **kw))
+    monkeypatch.setattr(hg, "hbm_gemv", lambda *a, **kw: shapes.add(tuple(a[1].shape))
+                        or gated.append(kw.get("up") is not None) or real(*a, **kw))
+    silu_calls = []
+    real_silu = fz.silu_mul
+    monkeypatch.setattr(fz, "silu_mul", lambda *a: silu_calls.append(1) or real_silu(*a))
     hf, path = checkpoints[family]
     steps = 16
     model = dak.offload(path, batch=2, max_len=PROMPT + steps, host_ratio=0.0, dtype=DTYPE, tune=False)
     ids = torch.randint(3, hf.config.vocab_size, (2, PROMPT), generator=torch.Generator().manual_seed(5))
     seq = model.generate(ids, max_new_tokens=steps)
     assert (hf.config.vocab_size, hf.config.hidden_size) in shapes and len(shapes) >= 4, shapes
+    assert any(gated) == (silu == "1") and (not silu_calls) == (silu == "1" or family == "tiny-opt")
     assert _check_tokens(hf, seq, steps) >= 2 * steps - 1
     model.dak_free()
 

@@ -143,12 +143,13 @@ def test_forked_or_eager_steps_give_the_same_tokens(checkpoints, tmp_path, monke
 
 
 @pytest.mark.parametrize("family", FAMILIES)
-@pytest.mark.parametrize("gemv", ["0", "1"])
+@pytest.mark.parametrize("gemv", ["0", "1", "silu"])
 def test_fused_projection_graphs_match_hf_eager(checkpoints, family, gemv, monkeypatch):
     """All-HBM q/k/v and gate/up multiplied as one matrix (dak.nn.fused_proj) inside the decode
     graphs: HF's greedy tokens (or its ties), as without fusion; also with every all-HBM linear
-    on dak's GEMV kernel ($DAK_HBM_GEMV=1)."""
-    monkeypatch.setenv("DAK_HBM_GEMV", gemv)
+    on dak's GEMV kernel ($DAK_HBM_GEMV=1), and with SiLU * up inside down_proj's ($DAK_GEMV_SILU=1)."""
+    monkeypatch.setenv("DAK_HBM_GEMV", "0" if gemv == "0" else "1")
+    monkeypatch.setenv("DAK_GEMV_SILU", "1" if gemv == "silu" else "0")
     hf, path = checkpoints[family]
     steps = 32
     model = dak.offload(path, batch=2, max_len=PROMPT + steps, host_ratio=0.0, dtype=torch.float16, tune=False,

@@ -10,7 +10,8 @@ rows once and all tokens at once (BLOCK_N = 16 covers N), so no read is repeated
 
 `hbm_linear(x2, w, bias)` is what dak's all-HBM linears call: this kernel where `gemv_enabled()`
 ($DAK_HBM_GEMV=1; off until measured end to end) and the input is a decode batch, torch's
-F.linear otherwise. Configs: `heuristic(M, K)` (from the H200 sweep), or with tune=True a short
+F.linear otherwise. `gated_linear(gate, up, w)` ($DAK_GEMV_SILU=1 as well) computes a Llama
+MLP's SiLU(gate) * up inside the down projection's input loads: one launch fewer per layer. Configs: `heuristic(M, K)` (from the H200 sweep), or with tune=True a short
 graph-timed sweep (cuBLAS one of its candidates) cached on disk per (GPU, dtype, N, M, K, bias).
 
 Shapes and dtypes: x (N, K) contiguous, w (M, K) with unit column stride, bias (M,) or None; all
@@ -27,6 +28,7 @@ import triton
 import triton.language as tl
 
 from dak.kernels.config_cache import ConfigCache, time_or_inf
+from dak.kernels.fused_layer import silu_mul
 from dak.runtime_env import KERNEL_DTYPES, env_flag, gpu_name, interpreting
 
 MAX_TOKENS = 16  # the token tile: tl.dot needs >= 16 rows, and one tile covers every decode token
@@ -66,9 +68,22 @@ def heuristic(m: int, k: int) -> GemvConfig:
 
 
 @triton.jit
-def _gemv(x_ptr, w_ptr, b_ptr, y_ptr, N, M, K, stride_xn, stride_wm, stride_yn,
-          HAS_BIAS: tl.constexpr, EVEN_M: tl.constexpr, EVEN_K: tl.constexpr, BLOCK_M: tl.constexpr,
-          BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, DOT_F32: tl.constexpr):
+def _x_tile(x_rows, u_rows, ks, mask, GATED: tl.constexpr):
+    """The (BLOCK_N, BLOCK_K) input tile; GATED: round(round(silu(g)) * u) from the gate rows
+    (x_rows) and up rows (u_rows), as dak.kernels.fused_layer.silu_mul rounds it."""
+    x = tl.load(x_rows + ks[None, :], mask=mask, other=0.0)
+    if GATED:
+        g = x.to(tl.float32)
+        u = tl.load(u_rows + ks[None, :], mask=mask, other=0.0).to(tl.float32)
+        a = (g / (1.0 + tl.exp(-g))).to(x.dtype).to(tl.float32)
+        x = (a * u).to(x.dtype)
+    return x
+
+
+@triton.jit
+def _gemv(x_ptr, u_ptr, w_ptr, b_ptr, y_ptr, N, M, K, stride_xn, stride_un, stride_wm, stride_yn,
+          HAS_BIAS: tl.constexpr, GATED: tl.constexpr, EVEN_M: tl.constexpr, EVEN_K: tl.constexpr,
+          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, DOT_F32: tl.constexpr):
     """Y[:, rows] for this program's BLOCK_M rows of W, every token at once, all of K."""
     offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
@@ -77,17 +92,18 @@ def _gemv(x_ptr, w_ptr, b_ptr, y_ptr, N, M, K, stride_xn, stride_wm, stride_yn,
     mask_n = offs_n < N
     w_rows = w_ptr + offs_m.to(tl.int64)[:, None] * stride_wm
     x_rows = x_ptr + offs_n[:, None] * stride_xn
+    u_rows = u_ptr + offs_n[:, None] * stride_un
     acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
     for k0 in range(0, K, BLOCK_K):
         ks = k0 + offs_k
         if EVEN_K:
-            x = tl.load(x_rows + ks[None, :], mask=mask_n[:, None], other=0.0)
+            x = _x_tile(x_rows, u_rows, ks, mask_n[:, None], GATED)
             if EVEN_M:
                 w = tl.load(w_rows + ks[None, :])
             else:
                 w = tl.load(w_rows + ks[None, :], mask=mask_m[:, None], other=0.0)
         else:
-            x = tl.load(x_rows + ks[None, :], mask=mask_n[:, None] & (ks[None, :] < K), other=0.0)
+            x = _x_tile(x_rows, u_rows, ks, mask_n[:, None] & (ks[None, :] < K), GATED)
             w = tl.load(w_rows + ks[None, :], mask=mask_m[:, None] & (ks[None, :] < K), other=0.0)
         if DOT_F32:  # Triton 3.6's interpreter mis-computes bf16 tl.dot: upcast there only
             acc = tl.dot(x.to(tl.float32), tl.trans(w.to(tl.float32)), acc, input_precision="ieee")
@@ -122,21 +138,30 @@ def check_gemv_args(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None,
 
 
 def hbm_gemv(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None,
-             cfg: GemvConfig | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
-    """x @ w.T (+ bias) by the Triton kernel (or cuBLAS where cfg.backend says so)."""
+             cfg: GemvConfig | None = None, out: torch.Tensor | None = None,
+             up: torch.Tensor | None = None) -> torch.Tensor:
+    """x @ w.T (+ bias) by the Triton kernel (or cuBLAS where cfg.backend says so). With `up`:
+    silu_mul(x, up) @ w.T (+ bias), the SiLU gate computed on the fly (x is then the gate)."""
     check_gemv_args(x, w, bias, out)
+    if up is not None and (up.shape != x.shape or up.dtype != x.dtype or up.device != x.device
+                           or up.stride(1) != 1):
+        raise ValueError(f"up must match the gate: {tuple(x.shape)} {x.dtype} on {x.device} with unit column "
+                         f"stride, got {tuple(up.shape)} {up.dtype} on {up.device} strides {up.stride()}")
     n, k = x.shape
     m = w.shape[0]
     cfg = cfg or heuristic(m, k)
     if out is None:
         out = torch.empty(n, m, dtype=x.dtype, device=x.device)
     if cfg.backend == "cublas":
+        if up is not None:
+            x = silu_mul(x, up)
         return torch.addmm(bias, x, w.t(), out=out) if bias is not None else torch.mm(x, w.t(), out=out)
+    u = up if up is not None else x
     _gemv[(triton.cdiv(m, cfg.block_m),)](
-        x, w, bias if bias is not None else w, out, n, m, k, x.stride(0), w.stride(0), out.stride(0),
-        HAS_BIAS=bias is not None, EVEN_M=m % cfg.block_m == 0, EVEN_K=k % cfg.block_k == 0,
+        x, u, w, bias if bias is not None else w, out, n, m, k, x.stride(0), u.stride(0), w.stride(0), out.stride(0),
+        HAS_BIAS=bias is not None, GATED=up is not None, EVEN_M=m % cfg.block_m == 0, EVEN_K=k % cfg.block_k == 0,
         BLOCK_M=cfg.block_m, BLOCK_N=MAX_TOKENS, BLOCK_K=cfg.block_k, DOT_F32=interpreting(),
-        num_warps=4, num_stages=cfg.num_stages)
+        num_warps=4, num_stages=cfg.num_stages, enable_fp_fusion=up is None)
     return out
 
 
@@ -183,10 +208,39 @@ def config_for(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, tune
     return cfg
 
 
+def gemv_applies(x2: torch.Tensor) -> bool:
+    """Whether hbm_linear sends this (tokens, K) input to the GEMV: gemv_enabled() and 1..16
+    tokens, bf16/fp16, on a GPU or in the interpreter, no autograd."""
+    return (gemv_enabled() and 1 <= x2.shape[0] <= MAX_TOKENS and x2.dtype in KERNEL_DTYPES
+            and (x2.device.type == "cuda" or interpreting()) and not torch.is_grad_enabled())
+
+
 def hbm_linear(x2: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, tune: bool = False) -> torch.Tensor:
-    """F.linear(x2, w, bias), by the GEMV kernel where gemv_enabled() and it applies (1..16 tokens,
-    bf16/fp16, on a GPU or in the interpreter, no autograd)."""
-    if (gemv_enabled() and 1 <= x2.shape[0] <= MAX_TOKENS and x2.dtype in KERNEL_DTYPES
-            and (x2.device.type == "cuda" or interpreting()) and not torch.is_grad_enabled()):
+    """F.linear(x2, w, bias), by the GEMV kernel where gemv_applies(x2)."""
+    if gemv_applies(x2):
         return hbm_gemv(x2, w, bias, config_for(x2, w, bias, tune))
     return F.linear(x2, w, bias)
+
+
+def gemv_silu_enabled() -> bool:
+    """$DAK_GEMV_SILU=1 (an experiment, with $DAK_HBM_GEMV=1): a fused Llama-family layer's
+    down_proj, held whole in HBM, computes SiLU(gate) * up while it loads its input, so the
+    SiLU * up launch goes away (dak.runtime.fused); the same rounding as that launch."""
+    on = env_flag("DAK_GEMV_SILU", False)
+    if on and not gemv_enabled():
+        raise ValueError("DAK_GEMV_SILU=1 fuses SiLU * up into dak's GEMV, which runs only with DAK_HBM_GEMV=1: "
+                         "set both, or unset DAK_GEMV_SILU")
+    return on
+
+
+def gated_linear(gate: torch.Tensor, up: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None,
+                 tune: bool = False) -> torch.Tensor | None:
+    """silu_mul(gate, up) @ w.T (+ bias) over the last axis, in one GEMV launch, where
+    gemv_silu_enabled() and the GEMV applies; else None (the caller runs the two steps)."""
+    if not gemv_silu_enabled() or gate.shape != up.shape:
+        return None
+    g2, u2 = gate.reshape(-1, gate.shape[-1]), up.reshape(-1, up.shape[-1])
+    if not gemv_applies(g2) or g2.stride(1) != 1 or u2.stride(1) != 1:
+        return None
+    y = hbm_gemv(g2, w, bias, config_for(g2, w, bias, tune), up=u2)
+    return y.view(*gate.shape[:-1], w.shape[0])

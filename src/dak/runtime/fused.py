@@ -29,6 +29,7 @@ from torch import nn
 
 from dak.kernels.fused_layer import add_rms_norm, silu_mul
 from dak.kernels.fused_ops import layer_norm, rms_norm, rotary, rotary_ok
+from dak.kernels.hbm_gemv import gated_linear
 from dak.nn.split_linear import SplitLinear
 from dak.runtime_env import env_flag, fused_layer_enabled, interpreting
 
@@ -152,12 +153,27 @@ def _layer_forward(self, hidden_states, *args, **kwargs):
     h, _ = self.self_attn(hidden_states=h, **kwargs)
     residual, h = add_rms_norm(h, residual, post.weight, post.variance_epsilon)
     mlp = self.mlp
-    act = silu_mul(mlp.gate_proj(h), mlp.up_proj(h))
-    if getattr(self, "_dak_defer", False) and _ON.get() and defer_residual_enabled():
+    gate, up = mlp.gate_proj(h), mlp.up_proj(h)
+    out = _gated_down(mlp.down_proj, gate, up)
+    defer = getattr(self, "_dak_defer", False) and _ON.get() and defer_residual_enabled()
+    if out is None:
+        act = silu_mul(gate, up)
+        if not defer:
+            return _linear_add(mlp.down_proj, act, residual)
         out = mlp.down_proj(act)
-        setattr(out, _PENDING, residual)
-        return out
-    return _linear_add(mlp.down_proj, act, residual)
+    elif not defer:
+        return residual + out
+    setattr(out, _PENDING, residual)
+    return out
+
+
+def _gated_down(lin, gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor | None:
+    """down_proj(SiLU(gate) * up) in one GEMV launch ($DAK_GEMV_SILU=1, dak.kernels.hbm_gemv)
+    where down_proj is a SplitLinear held whole in HBM outside any fused group; else None."""
+    if not (isinstance(lin, SplitLinear) and lin.host_rows == 0 and lin._group is None
+            and gate.dtype == lin.dtype and gate.device == lin.w_hbm.device and gate.shape[-1] == lin.in_features):
+        return None
+    return gated_linear(gate, up, lin.w_hbm, lin.bias, lin.tune)
 
 
 def _mark_deferring(model: nn.Module) -> None:
