@@ -330,3 +330,22 @@ def test_hf_aliases_inputs_and_max_length(tiny):
             tiny.generate(ids, **kw)
     with pytest.raises(ValueError, match="once"):
         tiny.generate(max_new_tokens=1)
+
+
+@pytest.mark.parametrize("v", [128256, 32000, 50272, 1000, 7])
+def test_greedy_is_argmax_with_first_maximum_on_ties(v):
+    """The chunked greedy pick equals torch's argmax, ties included: a row whose maximum repeats
+    in two chunks, one whose maximum repeats inside a chunk, one at the last index."""
+    from dak.runtime.engine import greedy
+    g = torch.Generator().manual_seed(v)
+    logits = torch.randn(6, v, generator=g)
+    top = float(logits.max()) + 1
+    logits[0, [v // 3, v - 2]] = top            # across chunks: the first wins
+    logits[1, [v // 2, v // 2 + 1]] = top       # adjacent: the first wins
+    logits[2, -1] = top
+    logits[3] = 0.0                             # all equal: index 0
+    logits[4, :v // 2] = float("-inf")
+    got = greedy(logits)
+    assert got.dtype == torch.int64 and torch.equal(got, logits.argmax(-1))
+    bf = logits.to(torch.bfloat16)               # rounding makes many ties
+    assert torch.equal(greedy(bf), bf.argmax(-1))

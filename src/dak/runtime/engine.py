@@ -43,10 +43,24 @@ class Sampling:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
 
 
+def greedy(logits: torch.Tensor) -> torch.Tensor:
+    """logits.argmax(-1) for (B, V) logits, the first maximum on ties, in two passes over chunks
+    of the vocabulary where V splits evenly: torch's one-pass argmax reduces each row in one
+    block (27 us for 8 x 128256 on the H200, fifteenth session's profile), the chunked max
+    spreads a row over many."""
+    b, v = logits.shape
+    chunks = next((c for c in (64, 48, 32, 24, 16) if v % c == 0 and v // c >= 256), 1)
+    if chunks == 1:
+        return logits.argmax(-1)
+    vals, idx = logits.view(b, chunks, v // chunks).max(-1)   # first maximum within each chunk
+    best = vals.argmax(-1, keepdim=True)                      # first chunk holding the row's maximum
+    return (best * (v // chunks) + idx.gather(1, best)).squeeze(1)
+
+
 def sample(logits: torch.Tensor, s: Sampling) -> torch.Tensor:
     """(B, V) fp32 logits -> (B,) int64 next tokens; capturable (no host sync)."""
     if not s.do_sample:
-        return logits.argmax(-1)
+        return greedy(logits)
     logits = logits / s.temperature
     if s.top_k:
         kth = logits.topk(min(s.top_k, logits.shape[-1]), dim=-1).values[:, -1:]
@@ -57,7 +71,7 @@ def sample(logits: torch.Tensor, s: Sampling) -> torch.Tensor:
         drop = probs.cumsum(-1) - probs > s.top_p  # keep the smallest prefix reaching top_p
         logits = logits.scatter(-1, idx, srt.masked_fill(drop, -math.inf))
     gumbel = -torch.log(-torch.log(torch.rand_like(logits).clamp_(1e-20, 1.0)))
-    return (logits + gumbel).argmax(-1)
+    return greedy(logits + gumbel)
 
 
 @dataclass
@@ -138,11 +152,11 @@ class Engine:
         pos = (self.kv.lengths - 1).long().unsqueeze(1)
         with copy_ahead_step(self.device), kv_ahead_step(self.kv):  # host copies queued ahead
             h = self._forward(self.tok.unsqueeze(1), pos)
-            logits = self.model.lm_head(h)[:, 0].float()
+            out = self.model.lm_head(h)[:, 0]
         if self.logits is None:
-            self.logits = torch.empty_like(logits)
-        self.logits.copy_(logits)
-        self.tok.copy_(sample(logits, s))
+            self.logits = torch.empty(out.shape, dtype=torch.float32, device=out.device)
+        self.logits.copy_(out)  # one conversion into the static fp32 buffer, sampled from there
+        self.tok.copy_(sample(self.logits, s))
 
     @torch.no_grad()
     def prepare(self, s: Sampling = Sampling()) -> None:
