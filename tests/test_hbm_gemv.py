@@ -26,6 +26,7 @@ def _rel(y, ref):
     (16, 70, 96, True, GemvConfig(32, 64, 2)),     # a full token tile, K off the tile
     (8, 128, 256, False, None),                    # the heuristic's config
     (3, 33, 300, True, GemvConfig(64, 128, 2)),    # more rows in the tile than M
+    (7, 96, 128, False, GemvConfig(32, 64, 3, "triton", 8)),  # eight warps
 ])
 def test_gemv_matches_fp32_reference(dtype, n, m, k, bias, cfg):
     g = torch.Generator().manual_seed(n * 1000 + m + k)

@@ -41,6 +41,7 @@ class GemvConfig:
     block_k: int = 256
     num_stages: int = 4
     backend: str = "triton"
+    num_warps: int = 4
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -161,7 +162,7 @@ def hbm_gemv(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None,
         x, u, w, bias if bias is not None else w, out, n, m, k, x.stride(0), u.stride(0), w.stride(0), out.stride(0),
         HAS_BIAS=bias is not None, GATED=up is not None, EVEN_M=m % cfg.block_m == 0, EVEN_K=k % cfg.block_k == 0,
         BLOCK_M=cfg.block_m, BLOCK_N=MAX_TOKENS, BLOCK_K=cfg.block_k, DOT_F32=interpreting(),
-        num_warps=4, num_stages=cfg.num_stages, enable_fp_fusion=up is None)
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages, enable_fp_fusion=up is None)
     return out
 
 
