@@ -173,3 +173,15 @@ def test_gated_linear_needs_both_switches(monkeypatch):
         assert hg.gated_linear(gate, gate, w, None).shape == (2, 8)
         assert hg.gated_linear(torch.randn(17, 32).to(torch.bfloat16).to(DEV), torch.randn(17, 32).to(
             torch.bfloat16).to(DEV), w, None) is None  # a prefill batch: two steps
+
+
+def test_empty_and_strided_inputs(monkeypatch):
+    """No rows: an empty output, no launch. A column-strided input: hbm_linear falls back to
+    F.linear (hbm_gemv itself refuses it with what to do)."""
+    x = torch.randn(4, 32).to(torch.float16).to(DEV)
+    assert hbm_gemv(x, torch.empty(0, 32, dtype=torch.float16, device=DEV)).shape == (4, 0)
+    monkeypatch.setenv("DAK_HBM_GEMV", "1")
+    w = torch.randn(24, 16).to(torch.float16).to(DEV)
+    strided = x[:, ::2]
+    with torch.no_grad():
+        assert torch.equal(hbm_linear(strided, w, None), F.linear(strided, w))

@@ -153,6 +153,8 @@ def hbm_gemv(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None,
     cfg = cfg or heuristic(m, k)
     if out is None:
         out = torch.empty(n, m, dtype=x.dtype, device=x.device)
+    if m == 0:
+        return out
     if cfg.backend == "cublas":
         if up is not None:
             x = silu_mul(x, up)
@@ -211,8 +213,8 @@ def config_for(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, tune
 
 def gemv_applies(x2: torch.Tensor) -> bool:
     """Whether hbm_linear sends this (tokens, K) input to the GEMV: gemv_enabled() and 1..16
-    tokens, bf16/fp16, on a GPU or in the interpreter, no autograd."""
-    return (gemv_enabled() and 1 <= x2.shape[0] <= MAX_TOKENS and x2.dtype in KERNEL_DTYPES
+    tokens, bf16/fp16 with unit column stride, on a GPU or in the interpreter, no autograd."""
+    return (gemv_enabled() and 1 <= x2.shape[0] <= MAX_TOKENS and x2.dtype in KERNEL_DTYPES and x2.stride(1) == 1
             and (x2.device.type == "cuda" or interpreting()) and not torch.is_grad_enabled())
 
 
