@@ -211,6 +211,55 @@ def test_linear_add_takes_addmm_only_for_whole_hbm_bias_free_linears(dtype, monk
         fz._linear_add(whole, x, res)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("shape", [(3, 1, 96), (2, 5, 130)])
+def test_add_layer_norm_matches_torch(dtype, shape):
+    from dak.kernels.fused_layer import add_layer_norm
+    g = torch.Generator().manual_seed(sum(shape) + 1)
+    w, b = (torch.randn(shape[-1], generator=g).to(DEV, dtype) for _ in range(2))
+    x, r = ((2 * torch.randn(shape, generator=g)).to(DEV, dtype) for _ in range(2))
+    from dak.kernels.fused_ops import layer_norm
+    s, y = add_layer_norm(x, r, w, b, 1e-5)
+    _close(s, r + x, dtype, f"sum {shape}")
+    assert torch.equal(y, layer_norm(s, w, b, 1e-5))  # the same arithmetic as the one-launch LayerNorm
+    exact = torch.nn.functional.layer_norm(s.float(), (shape[-1],), w.float(), b.float(), 1e-5)
+    loose = 3 if LOOSE and dtype == torch.bfloat16 else 1
+    assert (y.float() - exact).abs().max() <= loose * ULP[dtype] * exact.abs().max() / 2 + 1e-6
+    with pytest.raises(ValueError, match="does not match"):
+        add_layer_norm(x, r, w, b[:-1], 1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_fused_opt_layers_match_hf(dtype, monkeypatch):
+    """$DAK_FUSED_OPT=1: OPT's layers run the residual add + LayerNorm as one launch (HF modules,
+    so fc1/fc2 stay nn.Linear: the GEMV epilogues are the runtime test's); HF's logits."""
+    from transformers import AutoModelForCausalLM
+
+    from dak.models.spec import load_config
+    from dak.runtime import fused_opt
+    from dak.runtime.offload import hf_config
+    _, cfg = load_config("tiny-opt")
+    torch.manual_seed(4)
+    model = AutoModelForCausalLM.from_config(hf_config(dict(cfg, num_hidden_layers=2)), dtype=torch.float32,
+                                             attn_implementation="eager").to(DEV, dtype).eval()
+    ids = torch.randint(3, model.config.vocab_size, (2, 7), device=DEV)
+    calls = []
+    real = fused_opt.add_layer_norm
+    monkeypatch.setattr(fused_opt, "add_layer_norm", lambda *a: calls.append(1) or real(*a))
+    with torch.no_grad():
+        ref = model(ids).logits.float()
+        monkeypatch.setenv("DAK_FUSED_OPT", "0")
+        fz.install(model, layers=True)
+        assert not any(getattr(m.forward, "__func__", None) is fused_opt.opt_layer_forward for m in model.modules())
+        monkeypatch.setenv("DAK_FUSED_OPT", "1")
+        fz.install(model, layers=True)
+        assert sum(getattr(m.forward, "__func__", None) is fused_opt.opt_layer_forward for m in model.modules()) == 2
+        got = model(ids).logits.float()
+    assert len(calls) == 2
+    tol = 2e-2 if dtype == torch.bfloat16 else 2e-3
+    assert ((got - ref).abs().max() / ref.abs().max()).item() < tol
+
+
 def test_opt_layers_are_left_alone():
     from transformers import AutoModelForCausalLM
 

@@ -9,7 +9,7 @@ import dak.kernels.hbm_gemv as hg
 from dak.kernels.hbm_gemv import GemvConfig, hbm_gemv, hbm_linear, heuristic
 from dak.nn.fused_proj import ProjectionGroup
 from dak.nn.split_linear import SplitLinear
-from dak.runtime_env import kernel_device
+from dak.runtime_env import interpreting, kernel_device
 
 DEV = kernel_device()
 TOL = {torch.bfloat16: 1.6e-2, torch.float16: 2e-3}
@@ -185,3 +185,27 @@ def test_empty_and_strided_inputs(monkeypatch):
     strided = x[:, ::2]
     with torch.no_grad():
         assert torch.equal(hbm_linear(strided, w, None), F.linear(strided, w))
+
+
+@pytest.mark.parametrize("cfg", [GemvConfig(16, 32, 2), GemvConfig(backend="cublas")])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_relu_and_residual_epilogues_equal_the_eager_ops(dtype, cfg):
+    """relu=True is relu(the GEMV's rounded output) and residual= is residual + it, bit for bit
+    (OPT's fc1 + ReLU and fc2 + residual add, as dak's fused OPT layer runs them)."""
+    g = torch.Generator().manual_seed(12)
+    x = torch.randn(5, 72, generator=g).to(dtype).to(DEV)
+    w = (torch.randn(37, 72, generator=g) * 0.2).to(dtype).to(DEV)
+    b = torch.randn(37, generator=g).to(dtype).to(DEV)
+    res = (torch.randn(5, 37, generator=g) * 3).to(dtype).to(DEV)
+    plain = hbm_gemv(x, w, b, cfg)
+    out = torch.full((5, 37), float("nan"), dtype=dtype, device=DEV)
+    assert torch.equal(hbm_gemv(x, w, b, cfg, out=out, relu=True), torch.relu(plain)) and not out.isnan().any()
+    assert (plain < 0).any(), "the case should exercise the ReLU"
+    got, want = hbm_gemv(x, w, b, cfg, residual=res), res + plain
+    if dtype == torch.bfloat16 and interpreting() and cfg.backend == "triton":
+        # Triton's interpreter rounds fp32 -> bf16 toward zero (the GPU and torch: to nearest)
+        assert ((got.float() - want.float()).abs() <= want.float().abs() * 2.0 ** -7 + 1e-6).all()
+    else:
+        assert torch.equal(got, want)
+    with pytest.raises(ValueError, match="residual must be"):
+        hbm_gemv(x, w, b, cfg, residual=res[:, :-1])

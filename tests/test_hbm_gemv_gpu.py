@@ -76,3 +76,14 @@ def test_gated_down_projection_equals_silu_mul_then_gemv(dtype):
         out = torch.full((8, 4096), float("nan"), dtype=dtype, device="cuda")
         got = hbm_gemv(gate, w, None, cfg, out=out, up=up)
         assert torch.equal(got, hbm_gemv(silu_mul(gate, up), w, None, cfg)), cfg
+
+
+def test_opt_epilogues_are_bit_equal_to_the_eager_ops():
+    """OPT-6.7B's fc1 with ReLU and fc2 with the residual add in the GEMV's epilogue (bias on):
+    bit for bit the eager ops on the plain GEMV's output (the GPU rounds to nearest, as torch)."""
+    x, w1, b1, _ = _case(8, 16384, 4096, torch.bfloat16, True, 5)
+    h, w2, b2, _ = _case(8, 4096, 16384, torch.bfloat16, True, 6)
+    res = torch.randn(8, 4096, device="cuda").to(torch.bfloat16)
+    for cfg in (heuristic(16384, 4096), GemvConfig(32, 128, 4)):
+        assert torch.equal(hbm_gemv(x, w1, b1, cfg, relu=True), torch.relu(hbm_gemv(x, w1, b1, cfg)))
+        assert torch.equal(hbm_gemv(h, w2, b2, cfg, residual=res), res + hbm_gemv(h, w2, b2, cfg))

@@ -190,19 +190,30 @@ def _fusable_groups(placement):
                if all(n in ks for n in names) and not any(ks[n] for n in names))
 
 
-@pytest.mark.parametrize("family,silu", [("tiny-llama", "0"), ("tiny-llama", "1"), ("tiny-opt", "0")])
-def test_hbm_gemv_decode_matches_hf(checkpoints, family, silu, monkeypatch):
+@pytest.mark.parametrize("family,extra", [("tiny-llama", ""), ("tiny-llama", "silu"), ("tiny-opt", ""),
+                                          ("tiny-opt", "opt")])
+def test_hbm_gemv_decode_matches_hf(checkpoints, family, extra, monkeypatch):
     """$DAK_HBM_GEMV=1: the all-HBM linears (fused q/k/v and gate/up, the LM head) run dak's GEMV
     kernel at decode batch sizes, and the greedy tokens are HF's (or its ties); with
-    $DAK_GEMV_SILU=1 too, Llama's down_proj computes SiLU * up itself (no silu_mul launch)."""
+    $DAK_GEMV_SILU=1 too, Llama's down_proj computes SiLU * up itself (no silu_mul launch); with
+    $DAK_FUSED_OPT=1, OPT's fc1 applies the ReLU and fc2 adds the residual in their epilogues."""
     import dak.kernels.hbm_gemv as hg
     import dak.runtime.fused as fz
+    import dak.runtime.fused_opt as fo
     monkeypatch.setenv("DAK_HBM_GEMV", "1")
-    monkeypatch.setenv("DAK_GEMV_SILU", silu)
-    shapes, gated = set(), []
+    monkeypatch.setenv("DAK_GEMV_SILU", "1" if extra == "silu" else "0")
+    monkeypatch.setenv("DAK_FUSED_OPT", "1" if extra == "opt" else "0")
+    silu = "1" if extra == "silu" else "0"
+    shapes, gated, epilogues = set(), [], set()
     real = hg.hbm_gemv
-    monkeypatch.setattr(hg, "hbm_gemv", lambda *a, **kw: shapes.add(tuple(a[1].shape))
-                        or gated.append(kw.get("up") is not None) or real(*a, **kw))
+
+    def spy(*a, **kw):
+        shapes.add(tuple(a[1].shape))
+        gated.append(kw.get("up") is not None)
+        epilogues.update(k for k in ("relu", "residual") if kw.get(k) is not None and kw.get(k) is not False)
+        return real(*a, **kw)
+    monkeypatch.setattr(hg, "hbm_gemv", spy)
+    monkeypatch.setattr(fo, "hbm_gemv", spy)
     silu_calls = []
     real_silu = fz.silu_mul
     monkeypatch.setattr(fz, "silu_mul", lambda *a: silu_calls.append(1) or real_silu(*a))
@@ -213,6 +224,7 @@ def test_hbm_gemv_decode_matches_hf(checkpoints, family, silu, monkeypatch):
     seq = model.generate(ids, max_new_tokens=steps)
     assert (hf.config.vocab_size, hf.config.hidden_size) in shapes and len(shapes) >= 4, shapes
     assert any(gated) == (silu == "1") and (not silu_calls) == (silu == "1" or family == "tiny-opt")
+    assert epilogues == ({"relu", "residual"} if extra == "opt" else set())
     assert _check_tokens(hf, seq, steps) >= 2 * steps - 1
     model.dak_free()
 

@@ -8,6 +8,10 @@ off; see dak.runtime.fused). Each rounds where the eager code rounds:
     add_rms_norm: s = round(x + r);  y = w * round(s * rsqrt(mean(s^2) + eps))   (returns s, y)
     silu_mul:     y = round(round(silu(g)) * u)                                 (silu in fp32)
 
+and for OPT's layer (an experiment, `$DAK_FUSED_OPT=1`), the residual add + LayerNorm after attention:
+
+    add_layer_norm: s = round(x + r);  y = round((s - mean) * rsqrt(var + eps) * w + b)   (returns s, y)
+
 Both take any leading shape with a contiguous last axis (the MLP's gate and up may be column
 slices of one fused projection output) and run under the Triton interpreter on the CPU.
 """
@@ -23,8 +27,9 @@ from dak.kernels.fused_ops import _rows, need_kernel_device
 
 
 @triton.jit
-def _add_rms_norm_kernel(x_ptr, r_ptr, w_ptr, s_ptr, y_ptr, n_cols, stride_x, stride_r, stride_s, stride_y, eps,
-                         BLOCK: tl.constexpr):
+def _add_norm_kernel(x_ptr, r_ptr, w_ptr, b_ptr, s_ptr, y_ptr, n_cols, stride_x, stride_r, stride_s, stride_y, eps,
+                     LAYER: tl.constexpr, BLOCK: tl.constexpr):
+    """s = round(x + r), then RMSNorm(s) as HF (LAYER False) or LayerNorm(s) as torch (LAYER True)."""
     row = tl.program_id(0).to(tl.int64)
     offs = tl.arange(0, BLOCK)
     mask = offs < n_cols
@@ -34,10 +39,16 @@ def _add_rms_norm_kernel(x_ptr, r_ptr, w_ptr, s_ptr, y_ptr, n_cols, stride_x, st
     s = (x + r).to(ty)  # the residual stream, rounded as the eager add rounds it
     tl.store(s_ptr + row * stride_s + offs, s, mask=mask)
     sf = s.to(tl.float32)
-    inv = 1.0 / tl.sqrt(tl.sum(sf * sf, axis=0) / n_cols + eps)
-    h = (sf * inv).to(ty).to(tl.float32)  # HF rounds before the weight
     w = tl.load(w_ptr + offs, mask=mask, other=0.0).to(tl.float32)
-    tl.store(y_ptr + row * stride_y + offs, (w * h).to(ty), mask=mask)
+    if LAYER:  # fp32 throughout, as torch's LayerNorm
+        d = tl.where(mask, sf - tl.sum(sf, axis=0) / n_cols, 0.0)
+        inv = 1.0 / tl.sqrt(tl.sum(d * d, axis=0) / n_cols + eps)
+        b = tl.load(b_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+        y = d * inv * w + b
+    else:
+        inv = 1.0 / tl.sqrt(tl.sum(sf * sf, axis=0) / n_cols + eps)
+        y = w * (sf * inv).to(ty).to(tl.float32)  # HF rounds before the weight
+    tl.store(y_ptr + row * stride_y + offs, y.to(ty), mask=mask)
 
 
 @triton.jit
@@ -60,18 +71,31 @@ def _check(name: str, a: torch.Tensor, b: torch.Tensor) -> None:
     need_kernel_device(name, a, b)
 
 
-def add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float):
-    """(residual + x, RMSNorm(residual + x)) over the last axis, as HF's decoder layer computes them."""
-    _check("add_rms_norm", x, residual)
-    x2, r2 = _rows(x, [("weight", weight)]), _rows(residual, [])
+def _add_norm(name, x, residual, weight, bias, eps):
+    _check(name, x, residual)
+    params = [("weight", weight)] + ([("bias", bias)] if bias is not None else [])
+    x2, r2 = _rows(x, params), _rows(residual, [])
     n = x2.shape[-1]
     s = torch.empty(x2.shape, dtype=x.dtype, device=x.device)
     y = torch.empty_like(s)
     if x2.shape[0]:
-        _add_rms_norm_kernel[(x2.shape[0],)](x2, r2, weight, s, y, n, x2.stride(0), r2.stride(0), s.stride(0),
-                                             y.stride(0), float(eps), BLOCK=next_pow2(n),
-                                             num_warps=4 if n <= 4096 else 8, enable_fp_fusion=False)
+        _add_norm_kernel[(x2.shape[0],)](x2, r2, weight, weight if bias is None else bias, s, y, n, x2.stride(0),
+                                         r2.stride(0), s.stride(0), y.stride(0), float(eps), LAYER=bias is not None,
+                                         BLOCK=next_pow2(n), num_warps=4 if n <= 4096 else 8, enable_fp_fusion=False)
     return s.view(x.shape), y.view(x.shape)
+
+
+def add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float):
+    """(residual + x, RMSNorm(residual + x)) over the last axis, as HF's decoder layer computes them."""
+    return _add_norm("add_rms_norm", x, residual, weight, None, eps)
+
+
+def add_layer_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float):
+    """(residual + x, LayerNorm(residual + x)) over the last axis, as OPT's decoder layer computes
+    them after attention (the LayerNorm as dak.kernels.fused_ops.layer_norm: fp32 throughout)."""
+    if bias is None:
+        raise ValueError("add_layer_norm needs the LayerNorm's bias (a LayerNorm without one is not fused)")
+    return _add_norm("add_layer_norm", x, residual, weight, bias, eps)
 
 
 def silu_mul(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:

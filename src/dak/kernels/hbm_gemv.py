@@ -82,8 +82,9 @@ def _x_tile(x_rows, u_rows, ks, mask, GATED: tl.constexpr):
 
 
 @triton.jit
-def _gemv(x_ptr, u_ptr, w_ptr, b_ptr, y_ptr, N, M, K, stride_xn, stride_un, stride_wm, stride_yn,
-          HAS_BIAS: tl.constexpr, GATED: tl.constexpr, EVEN_M: tl.constexpr, EVEN_K: tl.constexpr,
+def _gemv(x_ptr, u_ptr, w_ptr, b_ptr, r_ptr, y_ptr, N, M, K, stride_xn, stride_un, stride_wm, stride_rn, stride_yn,
+          HAS_BIAS: tl.constexpr, GATED: tl.constexpr, RELU: tl.constexpr, HAS_RES: tl.constexpr,
+          EVEN_M: tl.constexpr, EVEN_K: tl.constexpr,
           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, DOT_F32: tl.constexpr):
     """Y[:, rows] for this program's BLOCK_M rows of W, every token at once, all of K."""
     offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -112,8 +113,14 @@ def _gemv(x_ptr, u_ptr, w_ptr, b_ptr, y_ptr, N, M, K, stride_xn, stride_un, stri
             acc = tl.dot(x, tl.trans(w), acc)
     if HAS_BIAS:
         acc += tl.load(b_ptr + offs_m, mask=mask_m, other=0.0).to(tl.float32)[None, :]
-    tl.store(y_ptr + offs_n[:, None] * stride_yn + offs_m[None, :], acc.to(y_ptr.dtype.element_ty),
-             mask=mask_n[:, None] & mask_m[None, :])
+    mask = mask_n[:, None] & mask_m[None, :]
+    if RELU or HAS_RES:  # on the linear's output rounded as F.linear rounds it, as the eager ops see it
+        acc = acc.to(y_ptr.dtype.element_ty).to(tl.float32)
+        if RELU:
+            acc = tl.maximum(acc, 0.0)
+        if HAS_RES:
+            acc += tl.load(r_ptr + offs_n[:, None] * stride_rn + offs_m[None, :], mask=mask, other=0.0).to(tl.float32)
+    tl.store(y_ptr + offs_n[:, None] * stride_yn + offs_m[None, :], acc.to(y_ptr.dtype.element_ty), mask=mask)
 
 
 def check_gemv_args(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, out: torch.Tensor | None):
@@ -140,14 +147,19 @@ def check_gemv_args(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None,
 
 def hbm_gemv(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None,
              cfg: GemvConfig | None = None, out: torch.Tensor | None = None,
-             up: torch.Tensor | None = None) -> torch.Tensor:
+             up: torch.Tensor | None = None, relu: bool = False,
+             residual: torch.Tensor | None = None) -> torch.Tensor:
     """x @ w.T (+ bias) by the Triton kernel (or cuBLAS where cfg.backend says so). With `up`:
-    silu_mul(x, up) @ w.T (+ bias), the SiLU gate computed on the fly (x is then the gate)."""
+    silu_mul(x, up) @ w.T (+ bias), the SiLU gate computed on the fly (x is then the gate).
+    `relu`: relu of the (rounded) product; `residual` (N, M): residual + the (rounded) product,
+    rounded as the eager ops round them."""
     check_gemv_args(x, w, bias, out)
-    if up is not None and (up.shape != x.shape or up.dtype != x.dtype or up.device != x.device
-                           or up.stride(1) != 1):
-        raise ValueError(f"up must match the gate: {tuple(x.shape)} {x.dtype} on {x.device} with unit column "
-                         f"stride, got {tuple(up.shape)} {up.dtype} on {up.device} strides {up.stride()}")
+    for name, t in (("up", up), ("residual", residual)):
+        want = x.shape if name == "up" else (x.shape[0], w.shape[0])
+        if t is not None and (t.shape != want or t.dtype != x.dtype or t.device != x.device or t.stride(1) != 1):
+            raise ValueError(f"{name} must be {tuple(want)} {x.dtype} on {x.device} with unit column stride "
+                             f"(up must match the gate), got {tuple(t.shape)} {t.dtype} on {t.device} "
+                             f"strides {t.stride()}")
     n, k = x.shape
     m = w.shape[0]
     cfg = cfg or heuristic(m, k)
@@ -156,15 +168,19 @@ def hbm_gemv(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None,
     if m == 0:
         return out
     if cfg.backend == "cublas":
-        if up is not None:
-            x = silu_mul(x, up)
-        return torch.addmm(bias, x, w.t(), out=out) if bias is not None else torch.mm(x, w.t(), out=out)
+        if up is None and not relu and residual is None:
+            return torch.addmm(bias, x, w.t(), out=out) if bias is not None else torch.mm(x, w.t(), out=out)
+        y = F.linear(silu_mul(x, up) if up is not None else x, w, bias)
+        y = torch.relu(y) if relu else y
+        return out.copy_(residual + y if residual is not None else y)
     u = up if up is not None else x
+    r = residual if residual is not None else out
     _gemv[(triton.cdiv(m, cfg.block_m),)](
-        x, u, w, bias if bias is not None else w, out, n, m, k, x.stride(0), u.stride(0), w.stride(0), out.stride(0),
-        HAS_BIAS=bias is not None, GATED=up is not None, EVEN_M=m % cfg.block_m == 0, EVEN_K=k % cfg.block_k == 0,
-        BLOCK_M=cfg.block_m, BLOCK_N=MAX_TOKENS, BLOCK_K=cfg.block_k, DOT_F32=interpreting(),
-        num_warps=cfg.num_warps, num_stages=cfg.num_stages, enable_fp_fusion=up is None)
+        x, u, w, bias if bias is not None else w, r, out, n, m, k, x.stride(0), u.stride(0), w.stride(0), r.stride(0),
+        out.stride(0), HAS_BIAS=bias is not None, GATED=up is not None, RELU=relu, HAS_RES=residual is not None,
+        EVEN_M=m % cfg.block_m == 0, EVEN_K=k % cfg.block_k == 0, BLOCK_M=cfg.block_m, BLOCK_N=MAX_TOKENS,
+        BLOCK_K=cfg.block_k, DOT_F32=interpreting(), num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+        enable_fp_fusion=up is None and residual is None)
     return out
 
 

@@ -15,6 +15,7 @@ residual add moves into the next layer's input add + RMSNorm launch (or the fina
 launch fewer a layer, on by default since the fifteenth session (H200, B=8, x = 0/2%: Llama-2-7B
 4.43/4.49 -> 4.40/4.45 ms, Llama-3-8B 4.70/4.71 -> 4.66/4.67 ms, same call), `$DAK_DEFER_RESIDUAL=0`
 turns it off. `$DAK_RESIDUAL_ADDMM=1` (an experiment) folds that add into down_proj's cuBLAS call.
+`$DAK_FUSED_OPT=1` (an experiment) fuses OPT's decoder layers (dak.runtime.fused_opt).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from torch import nn
 from dak.kernels.fused_layer import add_rms_norm, silu_mul
 from dak.kernels.fused_ops import layer_norm, rms_norm, rotary, rotary_ok
 from dak.kernels.hbm_gemv import gated_linear
+from dak.runtime.fused_opt import fusable_opt_layer, opt_layer_forward, opt_layers_enabled
 from dak.nn.split_linear import SplitLinear
 from dak.runtime_env import env_flag, fused_layer_enabled, interpreting
 
@@ -202,6 +204,9 @@ def install(model: nn.Module, layers: bool | None = None) -> int:
             n += 1
         elif layers and _fusable_layer(mod):
             mod.forward = types.MethodType(_layer_forward, mod)
+            n += 1
+        elif layers and opt_layers_enabled() and fusable_opt_layer(mod):
+            mod.forward = types.MethodType(opt_layer_forward, mod)
             n += 1
     if layers:
         _mark_deferring(model)

@@ -1,0 +1,69 @@
+"""OPT's decoder layer with fewer launches (an experiment: `$DAK_FUSED_OPT=1`, off until measured).
+
+HF's OPT layer at decode runs, besides its linears and attention, a residual add, the final
+LayerNorm, the ReLU after fc1 and a second residual add: four small launches a layer that the
+Llama layers of dak.runtime.fused do not pay. Here the first add and the LayerNorm are one launch
+(dak.kernels.fused_layer.add_layer_norm), and where fc1 and fc2 run dak's all-HBM GEMV
+($DAK_HBM_GEMV=1, dak.kernels.hbm_gemv) the ReLU and the second add are its epilogues: from four
+launches to one. Each rounds where the eager code rounds. Outside those cases the layer runs
+HF's own ops in HF's order.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from dak.kernels.fused_layer import add_layer_norm
+from dak.kernels.hbm_gemv import config_for, gemv_applies, hbm_gemv
+from dak.nn.split_linear import SplitLinear
+from dak.runtime_env import env_flag, interpreting
+
+
+def opt_layers_enabled() -> bool:
+    """$DAK_FUSED_OPT=1 installs the fused OPT layer (an experiment; off by default)."""
+    return env_flag("DAK_FUSED_OPT", False)
+
+
+def fusable_opt_layer(mod) -> bool:
+    """An OPT decoder layer with its LayerNorms before attention and MLP and a ReLU MLP."""
+    norms = [getattr(mod, n, None) for n in ("self_attn_layer_norm", "final_layer_norm")]
+    return (type(mod).__name__ == "OPTDecoderLayer" and getattr(mod, "do_layer_norm_before", False)
+            and all(isinstance(n, nn.LayerNorm) and n.weight is not None and n.bias is not None for n in norms)
+            and isinstance(getattr(mod, "activation_fn", None), nn.ReLU)
+            and all(hasattr(mod, p) for p in ("fc1", "fc2", "self_attn")))
+
+
+def _gemv_weight(lin, x2: torch.Tensor) -> torch.Tensor | None:
+    """The HBM weight of an all-HBM SplitLinear whose input goes to dak's GEMV, else None."""
+    if (isinstance(lin, SplitLinear) and lin.host_rows == 0 and lin._group is None and x2.dtype == lin.dtype
+            and x2.device == lin.w_hbm.device and gemv_applies(x2)):
+        return lin.w_hbm
+    return None
+
+
+def _fc_relu(self, x2: torch.Tensor) -> torch.Tensor:
+    w = _gemv_weight(self.fc1, x2)
+    if w is None:
+        return self.activation_fn(self.fc1(x2))
+    return hbm_gemv(x2, w, self.fc1.bias, config_for(x2, w, self.fc1.bias, self.fc1.tune), relu=True)
+
+
+def _fc_residual(self, x2: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+    w = _gemv_weight(self.fc2, x2)
+    if w is None or residual.stride(1) != 1:
+        return residual + self.fc2(x2)
+    return hbm_gemv(x2, w, self.fc2.bias, config_for(x2, w, self.fc2.bias, self.fc2.tune), residual=residual)
+
+
+def opt_layer_forward(self, hidden_states, attention_mask=None, use_cache=False, **kwargs):
+    """HF's OPTDecoderLayer.forward (eval, LayerNorm before attention) with the fusions of the
+    module doc. Positional extras, training, other devices or dtypes: HF's own forward."""
+    ln1, ln2 = self.self_attn_layer_norm, self.final_layer_norm
+    if self.training or not (hidden_states.is_cuda or interpreting()) or hidden_states.dtype != ln2.weight.dtype:
+        return type(self).forward(self, hidden_states, attention_mask=attention_mask, use_cache=use_cache, **kwargs)
+    h, _ = self.self_attn(hidden_states=ln1(hidden_states), attention_mask=attention_mask, **kwargs)
+    residual, h = add_layer_norm(h, hidden_states, ln2.weight, ln2.bias, ln2.eps)
+    shape = residual.shape
+    r2, h2 = residual.reshape(-1, shape[-1]), h.reshape(-1, shape[-1])
+    return _fc_residual(self, _fc_relu(self, h2), r2).view(shape)
