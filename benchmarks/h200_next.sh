@@ -463,6 +463,6 @@ V)  # (run 2026-12-01, session 7) fused projections (opt-in): their GPU tests, t
     ;;
 # Calls of sessions 5 and 6 (S, T, U, R, Q, P, L, N, M, K, J, I, G, H, F, A-E) are in git history
 # (before the ninth session); their logs in benchmarks/results/ record each command.
-*)  echo "usage: bash benchmarks/h200_next.sh F2|F1|E2|E1|D3|D2|D1|C4|C3|C2|C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V" >&2; exit 2 ;;
+*)  echo "usage: bash benchmarks/h200_next.sh H7|H6|H5|H4|H3|H2|H1|G1|F12|F11|F10|F9|F8|F7|F6|F5|F4|F3|F2|F1|E2|E1|D3|D2|D1|C4|C3|C2|C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V" >&2; exit 2 ;;
 esac
 tail -c 3000 "$log"
