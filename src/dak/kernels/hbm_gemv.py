@@ -11,8 +11,11 @@ rows once and all tokens at once (BLOCK_N = 16 covers N), so no read is repeated
 `hbm_linear(x2, w, bias)` is what dak's all-HBM linears call: this kernel where `gemv_enabled()`
 ($DAK_HBM_GEMV=1; off until measured end to end) and the input is a decode batch, torch's
 F.linear otherwise. `gated_linear(gate, up, w)` ($DAK_GEMV_SILU=1 as well) computes a Llama
-MLP's SiLU(gate) * up inside the down projection's input loads: one launch fewer per layer. Configs: `heuristic(M, K)` (from the H200 sweep), or with tune=True a short
-graph-timed sweep (cuBLAS one of its candidates) cached on disk per (GPU, dtype, N, M, K, bias).
+MLP's SiLU(gate) * up inside the down projection's input loads: one launch fewer per layer.
+`hbm_gemv(..., relu=True)` and `hbm_gemv(..., residual=r)` apply OPT's ReLU and residual add
+in the epilogue (dak.runtime.fused_opt). Configs: `heuristic(M, K)` (from the H200 sweep), or
+with tune=True a short graph-timed sweep (cuBLAS one of its candidates) cached on disk per
+(GPU, dtype, N, M, K, bias); the gated and epilogue forms take the plain product's config.
 
 Shapes and dtypes: x (N, K) contiguous, w (M, K) with unit column stride, bias (M,) or None; all
 bf16 or all fp16, fp32 accumulation; out (N, M) with unit column stride.
@@ -26,6 +29,7 @@ import torch
 import torch.nn.functional as F
 import triton
 import triton.language as tl
+from triton.runtime.errors import OutOfResources
 
 from dak.kernels.config_cache import ConfigCache, time_or_inf
 from dak.kernels.fused_layer import silu_mul
@@ -196,7 +200,10 @@ def tune_gemv(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None) -> Ge
     out = torch.empty(x.shape[0], w.shape[0], dtype=x.dtype, device=x.device)
     best, best_t = None, float("inf")
     for cfg in CANDIDATES + [GemvConfig(backend="cublas")]:
-        t = time_or_inf(*[lambda c=c, cfg=cfg: hbm_gemv(x, c, bias, cfg, out) for c in copies])
+        try:
+            t = time_or_inf(*[lambda c=c, cfg=cfg: hbm_gemv(x, c, bias, cfg, out) for c in copies])
+        except OutOfResources:  # more shared memory than this GPU has: not a candidate here
+            t = float("inf")
         if t < best_t:
             best, best_t = cfg, t
     return best or heuristic(*w.shape)
