@@ -62,7 +62,7 @@ def opt_layer_forward(self, hidden_states, attention_mask=None, use_cache=False,
     ln1, ln2 = self.self_attn_layer_norm, self.final_layer_norm
     if self.training or not (hidden_states.is_cuda or interpreting()) or hidden_states.dtype != ln2.weight.dtype:
         return type(self).forward(self, hidden_states, attention_mask=attention_mask, use_cache=use_cache, **kwargs)
-    h, _ = self.self_attn(hidden_states=ln1(hidden_states), attention_mask=attention_mask, **kwargs)
+    h = self.self_attn(hidden_states=ln1(hidden_states), attention_mask=attention_mask, **kwargs)[0]
     residual, h = add_layer_norm(h, hidden_states, ln2.weight, ln2.bias, ln2.eps)
     shape = residual.shape
     r2, h2 = residual.reshape(-1, shape[-1]), h.reshape(-1, shape[-1])
