@@ -56,12 +56,14 @@ H6) # (not run yet; fifteenth session) P2 (probe_pdl_chain.py, configs timed in 
     # (dak.kernels.hbm_gemv, heuristic configs when untuned), $DAK_GEMV_SILU=1 also folds Llama's SiLU * up into
     # down_proj's GEMV (one launch fewer a layer), $DAK_FUSED_OPT=1 fuses OPT's layers (add + LayerNorm; ReLU and the
     # residual add as fc1/fc2 epilogues: three launches fewer a layer): their GPU tests, then default / GEMV /
-    # GEMV + both fusions (SiLU touches Llama only, the OPT fusion OPT only) in one call
+    # GEMV + both fusions (SiLU touches Llama only, the OPT fusion OPT only) in one call; and $DAK_ROTARY_KV=1 alone
+    # (rotary with the KV append in one launch: one launch fewer a layer on Llama-family models, cuBLAS or not)
     step 90 python3 -u -m pytest -q -p no:cacheprovider tests/test_hbm_gemv_gpu.py
-    step 80 python3 -u -m pytest -q -p no:cacheprovider tests/test_runtime_gpu.py -k fused_projection
+    step 120 python3 -u -m pytest -q -p no:cacheprovider tests/test_runtime_gpu.py -k "fused_projection or forked_or_eager"
     e2e=(python3 -m dak bench e2e --models llama-2-7b,llama-3-8b,opt-6.7b --batch 8 --ratios 0,1,2,5 --systems dak-consolidated)
     ab 90 DAK_HBM_GEMV=1 e2e-h6 "${e2e[@]}"
     step 90 env DAK_HBM_GEMV=1 DAK_GEMV_SILU=1 DAK_FUSED_OPT=1 "${e2e[@]}" --out "$OUT/e2e-h6-gemv-fusions.json"
+    step 80 env DAK_ROTARY_KV=1 "${e2e[@]}" --out "$OUT/e2e-h6-rotary-kv.json"
     step 60 env DAK_HBM_GEMV=1 DAK_GEMV_SILU=1 python3 benchmarks/profile_step.py --steps 2 --model llama-3-8b \
         --ratios 0 --out "$OUT/step-llama-3-8b-h6-gemv-silu.json"
     ;;

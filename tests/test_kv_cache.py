@@ -164,3 +164,34 @@ def test_entry_points_reject_bad_input():
         split_decode_attention(torch.randn(3, 4, 2, 64).to(BF), cache, 0)
     with pytest.raises(ValueError, match="multiple of kv heads"):
         prefill_attention(torch.randn(1, 3, 2, 64), torch.randn(1, 2, 2, 64), torch.randn(1, 2, 2, 64), cache, 0)
+
+
+@pytest.mark.parametrize("b_h,batch,dtype", [(0, 3, BF), (2, 3, FP), (3, 3, BF), (1, 4, FP)])
+def test_append_rotated_equals_rotary_then_append(b_h, batch, dtype):
+    """One launch (dak.kernels.rotary_append, $DAK_ROTARY_KV=1) gives the rotated q and k of
+    dak.kernels.fused_ops.rotary and the cache contents of append(rotated k, v), bit for bit, with
+    host and HBM requests, strided q/k/v (views of one projection output), a request at length 0
+    (nothing stored) and one at max_len."""
+    from dak.kernels.fused_ops import rotary
+    torch.manual_seed(b_h + batch)
+    hq, hkv, d, s = 4, 2, 64, 12
+    dev = _cache().device
+    qkv = torch.randn(batch, 1, (hq + 2 * hkv) * d).to(dtype).to(dev)   # one fused projection's output
+    q, k, v = (t.view(batch, 1, -1, d).transpose(1, 2) for t in qkv.split([hq * d, hkv * d, hkv * d], -1))
+    cos, sin = torch.randn(batch, 1, d).to(dtype).to(dev), torch.randn(batch, 1, d).to(dtype).to(dev)
+    lengths = torch.tensor([5, 0, s, 3][:batch], dtype=torch.int32, device=dev)
+    got_cache, ref_cache = (SplitKVCache(2, batch, s, hkv, d, dtype, host_requests=b_h) for _ in range(2))
+    for c in (got_cache, ref_cache):  # the same prior contents
+        c.write(1, torch.ones(batch, hkv, s, d, dtype=dtype, device=dev), torch.ones(batch, hkv, s, d, dtype=dtype,
+                                                                                        device=dev))
+    qo, ko = got_cache.append_rotated(1, q, k, v, cos, sin, lengths=lengths)
+    q_ref, k_ref = rotary(q, k, cos, sin)
+    assert torch.equal(qo, q_ref) and torch.equal(ko, k_ref)
+    ref_cache.append(1, k_ref[:, :, 0], v[:, :, 0].contiguous(), lengths=lengths, validate=False)
+    for got, want in zip(got_cache.gather(1), ref_cache.gather(1)):
+        assert torch.equal(got, want)
+    with pytest.raises(ValueError, match=r"\(B, H, 1, D\)"):
+        got_cache.append_rotated(1, qkv.view(batch, 1, -1, d)[:, :, :hq].transpose(1, 2).repeat(1, 1, 2, 1),
+                                 k, v, cos, sin, lengths=lengths)
+    for c in (got_cache, ref_cache):
+        c.free()

@@ -229,6 +229,25 @@ def test_hbm_gemv_decode_matches_hf(checkpoints, family, extra, monkeypatch):
     model.dak_free()
 
 
+@pytest.mark.parametrize("family,ratio", [("tiny-llama", 0.0), ("tiny-qwen2", 0.3), ("tiny-mistral", 1.0)])
+def test_rotary_with_the_kv_append_matches_hf(checkpoints, family, ratio, monkeypatch):
+    """$DAK_ROTARY_KV=1: each decode step rotates q and k inside the KV append's launch (host
+    requests and KV copy-ahead included at 0.3 and 1); HF's greedy tokens (or its ties)."""
+    import dak.kernels.rotary_append as ra
+    monkeypatch.setenv("DAK_ROTARY_KV", "1")
+    calls = []
+    real = ra.rotary_append
+    monkeypatch.setattr(ra, "rotary_append", lambda *a: calls.append(1) or real(*a))
+    hf, path = checkpoints[family]
+    steps = 12
+    model = dak.offload(path, batch=2, max_len=PROMPT + steps, host_ratio=ratio, dtype=DTYPE, tune=False)
+    ids = torch.randint(3, hf.config.vocab_size, (2, PROMPT), generator=torch.Generator().manual_seed(6))
+    seq = model.generate(ids, max_new_tokens=steps)
+    assert len(calls) == (steps - 1) * hf.config.num_hidden_layers  # every decode step, every layer
+    assert _check_tokens(hf, seq, steps) >= 2 * steps - 1
+    model.dak_free()
+
+
 @pytest.mark.parametrize("family", ["tiny-llama", "tiny-opt", "tiny-qwen2"])
 @pytest.mark.parametrize("ratio", [0.0, 0.3])
 def test_fused_projections_match_hf_and_the_unfused_model(checkpoints, family, ratio):

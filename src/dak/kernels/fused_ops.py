@@ -116,6 +116,7 @@ def _rotate_row(src_ptr, cos_ptr, sin_ptr, dst_ptr, row, heads, seq, s_b, s_h, s
     dst = dst_ptr + row * (2 * HALF)
     tl.store(dst + offs, lo.to(ty))
     tl.store(dst + HALF + offs, hi.to(ty))
+    return lo.to(ty), hi.to(ty)
 
 
 @triton.jit

@@ -19,7 +19,7 @@ import torch
 from dak.defaults import DEFAULT_KV_AHEAD, DEFAULT_KV_BUCKETS
 from dak.kernels.copy_ahead import chains_of, copy_ahead_step, link_chain, prime, record_chain
 from dak.kernels.streams import side_stream
-from dak.runtime.fused import fused
+from dak.runtime.fused import decode_step, fused
 from dak.runtime.kv_ahead import kv_ahead_step
 from dak.runtime.prompts import check_prompts
 from dak.runtime.stopping import EosStop
@@ -150,7 +150,7 @@ class Engine:
     def _step(self, s: Sampling) -> None:
         self.kv.lengths += 1
         pos = (self.kv.lengths - 1).long().unsqueeze(1)
-        with copy_ahead_step(self.device), kv_ahead_step(self.kv):  # host copies queued ahead
+        with copy_ahead_step(self.device), kv_ahead_step(self.kv), decode_step():  # host copies queued ahead
             h = self._forward(self.tok.unsqueeze(1), pos)
             out = self.model.lm_head(h)[:, 0]
         if self.logits is None:

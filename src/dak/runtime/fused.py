@@ -15,7 +15,8 @@ residual add moves into the next layer's input add + RMSNorm launch (or the fina
 launch fewer a layer, on by default since the fifteenth session (H200, B=8, x = 0/2%: Llama-2-7B
 4.43/4.49 -> 4.40/4.45 ms, Llama-3-8B 4.70/4.71 -> 4.66/4.67 ms, same call), `$DAK_DEFER_RESIDUAL=0`
 turns it off. `$DAK_RESIDUAL_ADDMM=1` (an experiment) folds that add into down_proj's cuBLAS call.
-`$DAK_FUSED_OPT=1` (an experiment) fuses OPT's decoder layers (dak.runtime.fused_opt).
+`$DAK_FUSED_OPT=1` (an experiment) fuses OPT's decoder layers (dak.runtime.fused_opt), and
+`$DAK_ROTARY_KV=1` (an experiment) rotates q and k with the decode token's KV append.
 """
 
 from __future__ import annotations
@@ -32,12 +33,14 @@ from dak.kernels.fused_layer import add_rms_norm, silu_mul
 from dak.kernels.fused_ops import layer_norm, rms_norm, rotary, rotary_ok
 from dak.kernels.hbm_gemv import gated_linear
 from dak.runtime.fused_opt import fusable_opt_layer, opt_layer_forward, opt_layers_enabled
+from dak.runtime.kv import ROTARY_PENDING
 from dak.nn.split_linear import SplitLinear
 from dak.runtime_env import env_flag, fused_layer_enabled, interpreting
 
 RMS_NORMS = ("LlamaRMSNorm", "MistralRMSNorm", "Qwen2RMSNorm")
 SILU = ("SiLU", "SiLUActivation")  # torch's and transformers' own (x * sigmoid(x) either way)
 _ON = contextvars.ContextVar("dak_fused_rotary", default=False)
+_DEFER_ROTARY = contextvars.ContextVar("dak_defer_rotary", default=False)
 
 
 @contextlib.contextmanager
@@ -95,10 +98,31 @@ def _fusable_layer_norm(mod) -> bool:
             and mod.weight is not None and getattr(mod, "bias", None) is not None)
 
 
+def rotary_kv_enabled() -> bool:
+    """$DAK_ROTARY_KV=1 (an experiment, off until measured on the GPU): in the engine's decode
+    step the rotary embedding of q and k is left to the "dak" attention, which applies it and
+    appends k and v to the cache in one launch (dak.kernels.rotary_append)."""
+    return env_flag("DAK_ROTARY_KV", False)
+
+
+@contextlib.contextmanager
+def decode_step():
+    """Marks the engine's decode step (where the "dak" attention consumes q and k; see
+    rotary_kv_enabled)."""
+    token = _DEFER_ROTARY.set(rotary_kv_enabled())
+    try:
+        yield
+    finally:
+        _DEFER_ROTARY.reset(token)
+
+
 def _wrap_rotary(hf_rotary):
     def apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1):
         if (_ON.get() and unsqueeze_dim == 1 and _runs_here(q) and rotary_ok(q, cos) and rotary_ok(k, cos)
                 and sin.shape == cos.shape and sin.stride() == cos.stride()):
+            if _DEFER_ROTARY.get() and q.shape[2] == 1 and k.shape[2] == 1 and q.shape[0] == k.shape[0]:
+                q.__dict__[ROTARY_PENDING] = (cos, sin)  # rotated with the KV append (dak.runtime.kv)
+                return q, k
             return rotary(q, k, cos, sin)
         return hf_rotary(q, k, cos, sin, unsqueeze_dim)
     apply_rotary_pos_emb.dak_wraps = hf_rotary

@@ -19,6 +19,7 @@ import torch
 from dak.kv_cache import SplitKVCache
 
 ATTN_NAME = "dak"
+ROTARY_PENDING = "_dak_rotary_pending"  # on a decode query: (cos, sin) still to apply (dak.runtime.fused)
 
 
 class DakKV:
@@ -85,9 +86,15 @@ def dak_attention(module, query, key, value, attention_mask=None, scaling=None, 
     if dropout:
         raise ValueError("dak attention is inference-only; dropout must be 0")
     cache, layer = dak_kv.where[module.layer_idx]
+    rot = query.__dict__.pop(ROTARY_PENDING, None)  # q and k left unrotated by dak.runtime.fused
+    if rot is not None:
+        if query.shape[2] != 1:
+            raise RuntimeError("dak: a deferred rotary embedding reached a prefill; this is a bug in dak")
+        query, key = cache.append_rotated(layer, query, key, value, *rot, lengths=dak_kv.lengths)
     if query.shape[2] == 1:
         k_new, v_new = key[:, :, 0], value[:, :, 0]
-        cache.append(layer, k_new, v_new, lengths=dak_kv.lengths, validate=False)
+        if rot is None:
+            cache.append(layer, k_new, v_new, lengths=dak_kv.lengths, validate=False)
         step = kv_ahead.current(dak_kv, module.layer_idx)
         ahead = None if step is None else step.attention_args(module.layer_idx, k_new, v_new)
         out = split_decode_attention(query.contiguous(), cache, layer, lengths=dak_kv.lengths, scale=scaling,

@@ -1,0 +1,84 @@
+"""Rotary embedding and the decode token's KV append in one launch (an experiment: `$DAK_ROTARY_KV=1`).
+
+A decode layer rotates q and k (dak.kernels.fused_ops, one launch), then stores the new k and v
+into the split KV cache (dak.kernels.kv_write, another). Here the programs that rotate k also
+store the rotated k and the unrotated v at position lengths[b] - 1 of request b's home (pinned
+host memory for the first B_H requests, HBM for the rest), as kv_write does: one launch fewer per
+layer, the same rounding (each product rounded, as HF) and the same stores.
+
+    rotary_append(q, k, v, cos, sin, k_host, v_host, k_hbm, v_hbm, lengths) -> (q_rot, k_rot)
+
+q (B, Hq, 1, D), k and v (B, Hkv, 1, D) with a contiguous last axis; cos/sin (B|1, 1, D);
+lengths (>= B,) int32 counting this token; the cache sides as SplitKVCache.parts gives them.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from dak.kernels.fused_ops import _rotate_row, need_kernel_device, rotary_ok
+
+
+@triton.jit
+def _rotary_append_kernel(q_ptr, k_ptr, v_ptr, cos_ptr, sin_ptr, qo_ptr, ko_ptr, len_ptr,
+                          kh_ptr, vh_ptr, kg_ptr, vg_ptr, q_rows, q_heads, k_heads, B_H, MAX_LEN,
+                          qs_b, qs_h, ks_b, ks_h, vs_b, vs_h, c_b,
+                          stride_hb, stride_hh, stride_hs, stride_gb, stride_gh, stride_gs, HALF: tl.constexpr):
+    """Programs [0, q_rows) rotate q's head vectors; the others rotate k's (b, h) and store it and
+    v's into the cache."""
+    pid = tl.program_id(0).to(tl.int64)
+    if pid < q_rows:
+        _rotate_row(q_ptr, cos_ptr, sin_ptr, qo_ptr, pid, q_heads, 1, qs_b, qs_h, 0, c_b, 0, HALF)
+    else:
+        row = pid - q_rows
+        lo, hi = _rotate_row(k_ptr, cos_ptr, sin_ptr, ko_ptr, row, k_heads, 1, ks_b, ks_h, 0, c_b, 0, HALF)
+        b = row // k_heads
+        h = row % k_heads
+        offs = tl.arange(0, HALF)
+        v = v_ptr + b * vs_b + h * vs_h
+        v_lo = tl.load(v + offs)
+        v_hi = tl.load(v + HALF + offs)
+        pos = (tl.load(len_ptr + b) - 1).to(tl.int64)
+        if (pos >= 0) & (pos < MAX_LEN):
+            if b < B_H:
+                kd = kh_ptr + b * stride_hb + h * stride_hh + pos * stride_hs
+                vd = vh_ptr + b * stride_hb + h * stride_hh + pos * stride_hs
+            else:
+                kd = kg_ptr + (b - B_H) * stride_gb + h * stride_gh + pos * stride_gs
+                vd = vg_ptr + (b - B_H) * stride_gb + h * stride_gh + pos * stride_gs
+            tl.store(kd + offs, lo)
+            tl.store(kd + HALF + offs, hi)
+            tl.store(vd + offs, v_lo)
+            tl.store(vd + HALF + offs, v_hi)
+
+
+def rotary_append(q, k, v, cos, sin, k_host, v_host, k_hbm, v_hbm, lengths):
+    """See the module doc. Returns (q_rot (B, Hq, 1, D), k_rot (B, Hkv, 1, D)), both contiguous."""
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if t.dim() != 4 or t.shape[2] != 1 or t.stride(-1) != 1:
+            raise ValueError(f"rotary_append: {name} must be (B, H, 1, D) with a contiguous last axis, "
+                             f"got {tuple(t.shape)} strides {t.stride()}")
+    if not (rotary_ok(q, cos) and rotary_ok(k, cos)) or sin.shape != cos.shape or sin.stride() != cos.stride():
+        raise ValueError(f"rotary_append needs a power-of-two head_dim and (B|1, 1, D) cos/sin of q's dtype; "
+                         f"got q {tuple(q.shape)}, cos {tuple(cos.shape)}")
+    if v.shape != k.shape or q.shape[0] != k.shape[0] or q.shape[-1] != k.shape[-1] or v.dtype != k.dtype:
+        raise ValueError(f"rotary_append: k {tuple(k.shape)}, v {tuple(v.shape)} and q {tuple(q.shape)} disagree")
+    need_kernel_device("rotary_append", q, k, v, cos, sin, lengths)
+    (b, hq, _, d), hk = q.shape, k.shape[1]
+    b_h = k_host.shape[0]
+    if b > b_h + k_hbm.shape[0] or lengths.dtype != torch.int32 or lengths.shape[0] < b:
+        raise ValueError(f"rotary_append: {b} requests need a cache of at least {b} and int32 lengths of "
+                         f">= {b}, got {b_h + k_hbm.shape[0]} and {lengths.dtype} {tuple(lengths.shape)}")
+    qo = torch.empty((b, hq, 1, d), dtype=q.dtype, device=q.device)
+    ko = torch.empty((b, hk, 1, d), dtype=k.dtype, device=k.device)
+    kh, vh = (k_host, v_host) if b_h else (k_hbm, v_hbm)
+    kg, vg = (k_hbm, v_hbm) if k_hbm.shape[0] else (kh, vh)
+    if b and (hq + hk):
+        _rotary_append_kernel[(b * (hq + hk),)](
+            q, k, v, cos, sin, qo, ko, lengths, kh, vh, kg, vg, b * hq, hq, hk, b_h, k_hbm.shape[2],
+            q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
+            0 if cos.shape[0] == 1 else cos.stride(0), *kh.stride()[:3], *kg.stride()[:3],
+            HALF=d // 2, num_warps=1, enable_fp_fusion=False)  # no FMA: round each product, as HF
+    return qo, ko
