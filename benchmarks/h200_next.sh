@@ -58,7 +58,7 @@ H6) # (not run yet; fifteenth session) P2 (probe_pdl_chain.py, configs timed in 
     # residual add as fc1/fc2 epilogues: three launches fewer a layer): their GPU tests, then default / GEMV /
     # GEMV + both fusions (SiLU touches Llama only, the OPT fusion OPT only) in one call; and $DAK_ROTARY_KV=1 alone
     # (rotary with the KV append in one launch: one launch fewer a layer on Llama-family models, cuBLAS or not)
-    step 90 python3 -u -m pytest -q -p no:cacheprovider tests/test_hbm_gemv_gpu.py
+    step 120 python3 -u -m pytest -q -p no:cacheprovider tests/test_hbm_gemv_gpu.py
     step 120 python3 -u -m pytest -q -p no:cacheprovider tests/test_runtime_gpu.py -k "fused_projection or forked_or_eager"
     e2e=(python3 -m dak bench e2e --models llama-2-7b,llama-3-8b,opt-6.7b --batch 8 --ratios 0,1,2,5 --systems dak-consolidated)
     ab 90 DAK_HBM_GEMV=1 e2e-h6 "${e2e[@]}"
