@@ -27,7 +27,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import metadata, write_json  # noqa: E402
 
-from dak.kernels.hbm_gemv import GemvConfig, _copies, hbm_gemv, heuristic  # noqa: E402
+from dak.kernels.hbm_gemv import GemvConfig, hbm_gemv, heuristic, weight_copies  # noqa: E402
 from dak.kernels.timing import graph_time_ms  # noqa: E402
 from dak.models.spec import load_config  # noqa: E402
 
@@ -64,7 +64,7 @@ def sweep_shape(n: int, m: int, k: int, bias: bool, gated: bool) -> dict:
     g = torch.Generator(device="cuda").manual_seed(m * 7 + k)
     x = torch.randn(n, 2 * k if gated else k, generator=g, device="cuda").to(torch.bfloat16)
     gate, up = (x[:, :k], x[:, k:]) if gated else (x, None)
-    ws = _copies((torch.randn(m, k, generator=g, device="cuda") * k ** -0.5).to(torch.bfloat16))
+    ws = weight_copies((torch.randn(m, k, generator=g, device="cuda") * k ** -0.5).to(torch.bfloat16))
     b = torch.randn(m, generator=g, device="cuda").to(torch.bfloat16) if bias else None
     cublas = time_cfg(gate, ws, b, GemvConfig(backend="cublas"), up)
     heur = heuristic(m, k)

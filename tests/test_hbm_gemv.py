@@ -225,3 +225,14 @@ def test_tuning_skips_configs_this_gpu_cannot_run(monkeypatch):
     monkeypatch.setattr(hg, "time_or_inf", timer)
     x, w = torch.randn(2, 32).to(torch.bfloat16), torch.randn(16, 32).to(torch.bfloat16)
     assert hg.tune_gemv(x, w, None) == hg.CANDIDATES[0]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU without the interpreter")
+def test_without_a_gpu_or_the_interpreter_the_gemv_says_so(monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    x, w = torch.randn(2, 32).to(torch.float16), torch.randn(8, 32).to(torch.float16)
+    with pytest.raises(ValueError, match="hbm_gemv: tensors on cpu; the kernel needs a CUDA GPU"):
+        hbm_gemv(x, w)
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    with pytest.raises(ValueError, match="hbm_gemv: tensors on cpu and meta; move one of them"):
+        hbm_gemv(x, w.to("meta"))

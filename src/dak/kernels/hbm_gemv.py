@@ -33,6 +33,7 @@ from triton.runtime.errors import OutOfResources
 
 from dak.kernels.config_cache import ConfigCache, time_or_inf
 from dak.kernels.fused_layer import silu_mul
+from dak.kernels.fused_ops import need_kernel_device
 from dak.runtime_env import KERNEL_DTYPES, env_flag, gpu_name, interpreting
 
 MAX_TOKENS = 16  # the token tile: tl.dot needs >= 16 rows, and one tile covers every decode token
@@ -144,9 +145,7 @@ def check_gemv_args(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None,
     if out is not None and (out.shape != (x.shape[0], w.shape[0]) or out.dtype != x.dtype or out.stride(1) != 1):
         raise ValueError(f"out must be ({x.shape[0]}, {w.shape[0]}) {x.dtype} with unit column stride, "
                          f"got {tuple(out.shape)} {out.dtype} strides {out.stride()}")
-    devices = {t.device for t in (x, w, bias, out) if t is not None}
-    if len(devices) != 1:
-        raise ValueError(f"hbm_gemv's tensors must be on one device, got {sorted(map(str, devices))}")
+    need_kernel_device("hbm_gemv", *(t for t in (x, w, bias, out) if t is not None))
 
 
 def hbm_gemv(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None,
@@ -196,7 +195,7 @@ def gemv_key(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None) -> str
 def tune_gemv(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None) -> GemvConfig:
     """The fastest of CANDIDATES and cuBLAS for this shape, each timed inside a CUDA graph over
     enough weight copies (>= 128 MB in all) that back-to-back launches do not hit L2."""
-    copies = _copies(w)
+    copies = weight_copies(w)
     out = torch.empty(x.shape[0], w.shape[0], dtype=x.dtype, device=x.device)
     best, best_t = None, float("inf")
     for cfg in CANDIDATES + [GemvConfig(backend="cublas")]:
@@ -209,7 +208,7 @@ def tune_gemv(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None) -> Ge
     return best or heuristic(*w.shape)
 
 
-def _copies(w: torch.Tensor) -> list[torch.Tensor]:
+def weight_copies(w: torch.Tensor) -> list[torch.Tensor]:
     """`w` and as many copies of it as make >= 128 MB together (at most 7 copies)."""
     extra = min(7, max(0, -(-128_000_000 // max(1, w.numel() * w.element_size())) - 1))
     copies = [w]

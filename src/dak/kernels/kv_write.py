@@ -56,6 +56,14 @@ def _kv_write_kernel(
         tl.store(vg_ptr + off, v, mask=mask)
 
 
+def store_sides(k_host, v_host, k_hbm, v_hbm):
+    """(kh, vh, kg, vg) for a store kernel: an empty side is replaced by the other (its programs
+    never address it, but the launch needs valid pointers and strides)."""
+    kh, vh = (k_host, v_host) if k_host.shape[0] else (k_hbm, v_hbm)
+    kg, vg = (k_hbm, v_hbm) if k_hbm.shape[0] else (kh, vh)
+    return kh, vh, kg, vg
+
+
 def kv_write(k: torch.Tensor, v: torch.Tensor, k_host: torch.Tensor, v_host: torch.Tensor,
              k_hbm: torch.Tensor, v_hbm: torch.Tensor, start: torch.Tensor | None,
              count: torch.Tensor | None, shift: int = 0) -> None:
@@ -69,8 +77,7 @@ def kv_write(k: torch.Tensor, v: torch.Tensor, k_host: torch.Tensor, v_host: tor
         return
     b_h = k_host.shape[0]
     s = k_hbm.shape[2]
-    kh, vh = (k_host, v_host) if b_h else (k_hbm, v_hbm)
-    kg, vg = (k_hbm, v_hbm) if k_hbm.shape[0] else (kh, vh)
+    kh, vh, kg, vg = store_sides(k_host, v_host, k_hbm, v_hbm)
     block_l = min(64, max(4, next_pow2(n_tok)))  # extra rows are masked
     grid = (bs * kv_heads, triton.cdiv(n_tok, block_l))
     _kv_write_kernel[grid](

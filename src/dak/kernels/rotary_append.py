@@ -19,6 +19,7 @@ import triton
 import triton.language as tl
 
 from dak.kernels.fused_ops import _rotate_row, need_kernel_device, rotary_ok
+from dak.kernels.kv_write import store_sides
 
 
 @triton.jit
@@ -73,8 +74,7 @@ def rotary_append(q, k, v, cos, sin, k_host, v_host, k_hbm, v_hbm, lengths):
                          f">= {b}, got {b_h + k_hbm.shape[0]} and {lengths.dtype} {tuple(lengths.shape)}")
     qo = torch.empty((b, hq, 1, d), dtype=q.dtype, device=q.device)
     ko = torch.empty((b, hk, 1, d), dtype=k.dtype, device=k.device)
-    kh, vh = (k_host, v_host) if b_h else (k_hbm, v_hbm)
-    kg, vg = (k_hbm, v_hbm) if k_hbm.shape[0] else (kh, vh)
+    kh, vh, kg, vg = store_sides(k_host, v_host, k_hbm, v_hbm)
     if b and (hq + hk):
         _rotary_append_kernel[(b * (hq + hk),)](
             q, k, v, cos, sin, qo, ko, lengths, kh, vh, kg, vg, b * hq, hq, hk, b_h, k_hbm.shape[2],

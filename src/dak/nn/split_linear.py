@@ -46,6 +46,16 @@ def host_rows_for(out_features: int, row_tile: int, host_ratio: float | None = N
     return min(out_features, max(0, rows))
 
 
+def whole_hbm_weight(lin, x: torch.Tensor) -> torch.Tensor | None:
+    """The HBM weight of `lin` if it is a SplitLinear held whole in HBM outside any fused
+    projection group and `x` (..., in_features) matches its dtype and device; else None. Fused
+    paths that compute such a linear's product themselves (dak.runtime.fused) ask this first."""
+    if (isinstance(lin, SplitLinear) and lin.host_rows == 0 and lin._group is None and x.dtype == lin.dtype
+            and x.device == lin.w_hbm.device and x.shape[-1] == lin.in_features):
+        return lin.w_hbm
+    return None
+
+
 class SplitLinear(nn.Module):
     """y = x @ W^T + b with W split by rows between pinned host memory and HBM.
 

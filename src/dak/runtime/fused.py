@@ -34,7 +34,7 @@ from dak.kernels.fused_ops import layer_norm, rms_norm, rotary, rotary_ok
 from dak.kernels.hbm_gemv import gated_linear
 from dak.runtime.fused_opt import fusable_opt_layer, opt_layer_forward, opt_layers_enabled
 from dak.runtime.kv import ROTARY_PENDING
-from dak.nn.split_linear import SplitLinear
+from dak.nn.split_linear import SplitLinear, whole_hbm_weight
 from dak.runtime_env import env_flag, fused_layer_enabled, interpreting
 
 RMS_NORMS = ("LlamaRMSNorm", "MistralRMSNorm", "Qwen2RMSNorm")
@@ -196,10 +196,8 @@ def _layer_forward(self, hidden_states, *args, **kwargs):
 def _gated_down(lin, gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor | None:
     """down_proj(SiLU(gate) * up) in one GEMV launch ($DAK_GEMV_SILU=1, dak.kernels.hbm_gemv)
     where down_proj is a SplitLinear held whole in HBM outside any fused group; else None."""
-    if not (isinstance(lin, SplitLinear) and lin.host_rows == 0 and lin._group is None
-            and gate.dtype == lin.dtype and gate.device == lin.w_hbm.device and gate.shape[-1] == lin.in_features):
-        return None
-    return gated_linear(gate, up, lin.w_hbm, lin.bias, lin.tune)
+    w = whole_hbm_weight(lin, gate)
+    return None if w is None else gated_linear(gate, up, w, lin.bias, lin.tune)
 
 
 def _mark_deferring(model: nn.Module) -> None:

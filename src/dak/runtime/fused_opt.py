@@ -16,7 +16,7 @@ from torch import nn
 
 from dak.kernels.fused_layer import add_layer_norm
 from dak.kernels.hbm_gemv import config_for, gemv_applies, hbm_gemv
-from dak.nn.split_linear import SplitLinear
+from dak.nn.split_linear import whole_hbm_weight
 from dak.runtime_env import env_flag, interpreting
 
 
@@ -36,10 +36,8 @@ def fusable_opt_layer(mod) -> bool:
 
 def _gemv_weight(lin, x2: torch.Tensor) -> torch.Tensor | None:
     """The HBM weight of an all-HBM SplitLinear whose input goes to dak's GEMV, else None."""
-    if (isinstance(lin, SplitLinear) and lin.host_rows == 0 and lin._group is None and x2.dtype == lin.dtype
-            and x2.device == lin.w_hbm.device and gemv_applies(x2)):
-        return lin.w_hbm
-    return None
+    w = whole_hbm_weight(lin, x2)
+    return w if w is not None and gemv_applies(x2) else None
 
 
 def _fc_relu(self, x2: torch.Tensor) -> torch.Tensor:
