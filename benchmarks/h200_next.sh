@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh H7|H6|H5|H4|H3|H2|H1|G1|F12|F11|F10|F9|F8|F7|F6|F5|F4|F3|F2|F1|E2|E1|D3|D2|D1|C4|C3|C2|C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V
+#   bash benchmarks/h200_next.sh H9|H8|H7|H6|H5|H4|H3|H2|H1|G1|F12|F11|F10|F9|F8|F7|F6|F5|F4|F3|F2|F1|E2|E1|D3|D2|D1|C4|C3|C2|C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -44,13 +44,29 @@ G1) # (ran: thirteenth session) no fork is the default now (F10/F11: 3 streams, 
     step 290 python3 -m dak bench e2e --models llama-2-7b,opt-6.7b,llama-3-8b --batch 8 --ratios 1,2,5,10,20,40 \
         --systems dak-consolidated,prefetch --out "$OUT/e2e-g1-batch8.json"
     ;;
-H7) # (not run yet; fifteenth session) after H6: the GEMV's heuristic was read off 18 configs on Llama shapes; a wider grid
+H8) # (sixteenth session) H6: dak's GEMV (4-8% lower TPOT on Llama), the fused OPT layer and rotary with the KV
+    # append are now defaults (the gated SiLU GEMV was 5x slower: off), with H7's refined heuristic: the GPU files
+    # that run them (the runtime file's tests compare against HF's tokens), one call
+    step 170 python3 -u -m pytest -q -p no:cacheprovider tests/test_runtime_gpu.py
+    step 60 python3 -u -m pytest -q -p no:cacheprovider tests/test_hbm_gemv_gpu.py
+    step 150 python3 -u -m pytest -q -p no:cacheprovider tests/test_split_linear_gpu.py tests/test_copy_ahead_gpu.py
+    step 100 python3 -u -m pytest -q -p no:cacheprovider tests/test_bench_e2e_gpu.py
+    ;;
+H9) # (sixteenth session) the README table's batch-8 rows the new defaults touch (x <= 10%; above it the link
+    # bounds the step), dak beside prefetch in one call; OPT-30B at 5/10%; where Llama-3-8B's step goes now
+    step 230 python3 -m dak bench e2e --models llama-2-7b,opt-6.7b,llama-3-8b --batch 8 --ratios 1,2,5,10 \
+        --systems dak-consolidated,prefetch --out "$OUT/e2e-h9-batch8.json"
+    step 130 python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 5,10 --systems dak-consolidated,prefetch \
+        --out "$OUT/e2e-opt-30b-h9.json"
+    step 60 python3 benchmarks/profile_step.py --steps 2 --model llama-3-8b --ratios 0 --out "$OUT/step-llama-3-8b-h9.json"
+    ;;
+H7) # (ran: sixteenth session) after H6: the GEMV's heuristic was read off 18 configs on Llama shapes; a wider grid
     # (48: BLOCK_M 16/32/64, BLOCK_K 128/256, 3-6 stages, 4/8 warps) on every all-HBM decode linear of the four models,
     # gated down_proj too, cuBLAS beside: which configs to make the heuristic's
     step 250 python3 -u benchmarks/sweep_gemv.py --models llama-2-7b,llama-3-8b --silu --out "$OUT/sweep-gemv-llama.json"
     step 300 python3 -u benchmarks/sweep_gemv.py --models opt-6.7b,opt-30b --out "$OUT/sweep-gemv-opt.json"
     ;;
-H6) # (not run yet; fifteenth session) P2 (probe_pdl_chain.py, configs timed in graphs): dak's Triton GEMV beat cuBLAS on
+H6) # (ran: sixteenth session) P2 (probe_pdl_chain.py, configs timed in graphs): dak's Triton GEMV beat cuBLAS on
     # 9 of 10 Llama-shaped all-HBM matrices at N = 8 (o_proj 11.5 vs 12.9 us, down 25.2 vs 28.0) and over a whole
     # Llama-2-7B-shaped chain 1.067x (Llama-3-8B 1.013x). $DAK_HBM_GEMV=1 puts every all-HBM decode linear on it
     # (dak.kernels.hbm_gemv, heuristic configs when untuned), $DAK_GEMV_SILU=1 also folds Llama's SiLU * up into

@@ -231,7 +231,7 @@ def test_add_layer_norm_matches_torch(dtype, shape):
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_fused_opt_layers_match_hf(dtype, monkeypatch):
-    """$DAK_FUSED_OPT=1: OPT's layers run the residual add + LayerNorm as one launch (HF modules,
+    """By default ($DAK_FUSED_OPT unset) OPT's layers run the residual add + LayerNorm as one launch (HF modules,
     so fc1/fc2 stay nn.Linear: the GEMV epilogues are the runtime test's); HF's logits."""
     from transformers import AutoModelForCausalLM
 
@@ -251,7 +251,7 @@ def test_fused_opt_layers_match_hf(dtype, monkeypatch):
         monkeypatch.setenv("DAK_FUSED_OPT", "0")
         fz.install(model, layers=True)
         assert not any(getattr(m.forward, "__func__", None) is fused_opt.opt_layer_forward for m in model.modules())
-        monkeypatch.setenv("DAK_FUSED_OPT", "1")
+        monkeypatch.delenv("DAK_FUSED_OPT", raising=False)
         fz.install(model, layers=True)
         assert sum(getattr(m.forward, "__func__", None) is fused_opt.opt_layer_forward for m in model.modules()) == 2
         got = model(ids).logits.float()

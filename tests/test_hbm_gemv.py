@@ -83,9 +83,9 @@ def test_hbm_linear_routes_by_switch_tokens_and_grad(monkeypatch):
     w = (torch.randn(50, 40) * 0.2).to(torch.bfloat16).to(DEV)
     ref = x.float() @ w.float().T
     with torch.no_grad():
-        monkeypatch.delenv("DAK_HBM_GEMV", raising=False)
-        assert torch.equal(hbm_linear(x, w, None), F.linear(x, w)) and calls == []  # off by default
-        monkeypatch.setenv("DAK_HBM_GEMV", "1")
+        monkeypatch.setenv("DAK_HBM_GEMV", "0")
+        assert torch.equal(hbm_linear(x, w, None), F.linear(x, w)) and calls == []  # switched off
+        monkeypatch.delenv("DAK_HBM_GEMV", raising=False)  # on by default
         assert _rel(hbm_linear(x, w, None).cpu(), ref.cpu()) < TOL[torch.bfloat16] and calls == [6]
         big = torch.randn(17, 40).to(torch.bfloat16).to(DEV)
         assert torch.equal(hbm_linear(big, w, None), F.linear(big, w)) and calls == [6]  # prefill: cuBLAS
@@ -166,10 +166,10 @@ def test_gated_linear_needs_both_switches(monkeypatch):
         monkeypatch.delenv("DAK_GEMV_SILU", raising=False)
         assert hg.gated_linear(gate, gate, w, None) is None  # off: the caller runs silu_mul + linear
         monkeypatch.setenv("DAK_GEMV_SILU", "1")
-        monkeypatch.delenv("DAK_HBM_GEMV", raising=False)
+        monkeypatch.setenv("DAK_HBM_GEMV", "0")
         with pytest.raises(ValueError, match="needs DAK_HBM_GEMV=1|only with DAK_HBM_GEMV=1"):
             hg.gated_linear(gate, gate, w, None)
-        monkeypatch.setenv("DAK_HBM_GEMV", "1")
+        monkeypatch.delenv("DAK_HBM_GEMV", raising=False)
         assert hg.gated_linear(gate, gate, w, None).shape == (2, 8)
         assert hg.gated_linear(torch.randn(17, 32).to(torch.bfloat16).to(DEV), torch.randn(17, 32).to(
             torch.bfloat16).to(DEV), w, None) is None  # a prefill batch: two steps

@@ -231,10 +231,10 @@ def test_hbm_gemv_decode_matches_hf(checkpoints, family, extra, monkeypatch):
 
 @pytest.mark.parametrize("family,ratio", [("tiny-llama", 0.0), ("tiny-qwen2", 0.3), ("tiny-mistral", 1.0)])
 def test_rotary_with_the_kv_append_matches_hf(checkpoints, family, ratio, monkeypatch):
-    """$DAK_ROTARY_KV=1: each decode step rotates q and k inside the KV append's launch (host
+    """By default ($DAK_ROTARY_KV unset) each decode step rotates q and k inside the KV append's launch (host
     requests and KV copy-ahead included at 0.3 and 1); HF's greedy tokens (or its ties)."""
     import dak.kernels.rotary_append as ra
-    monkeypatch.setenv("DAK_ROTARY_KV", "1")
+    monkeypatch.delenv("DAK_ROTARY_KV", raising=False)
     calls = []
     real = ra.rotary_append
     monkeypatch.setattr(ra, "rotary_append", lambda *a: calls.append(1) or real(*a))

@@ -120,12 +120,12 @@ def test_kv_ahead_graphs_equal_plain_graphs(checkpoints, tmp_path, monkeypatch, 
 
 
 @pytest.mark.parametrize("env", [{"DAK_CE_FORK": "1"}, {"DAK_GRAPHS": "0"}, {"DAK_DEFER_RESIDUAL": "0"},
-                                 {"DAK_ROTARY_KV": "1"}])
+                                 {"DAK_ROTARY_KV": "0"}])
 def test_forked_or_eager_steps_give_the_same_tokens(checkpoints, tmp_path, monkeypatch, env):
     """$DAK_CE_FORK=1 (copy-engine operators' staged parts on a forked side stream, chained by
     copy-ahead and KV copy-ahead), $DAK_GRAPHS=0 (eager decode), $DAK_DEFER_RESIDUAL=0 (the MLP
-    residual add in its own layer, not the next layer's norm launch) and $DAK_ROTARY_KV=1 (rotary
-    with the KV append, same rounding): the default's tokens over 100 steps, with every host row
+    residual add in its own layer, not the next layer's norm launch) and $DAK_ROTARY_KV=0 (rotary
+    in its own launch, not the KV append's; same rounding): the default's tokens over 100 steps, with every host row
     and host request staged by the copy engine."""
     import dak.kernels.attention_config as ac
     monkeypatch.setattr(ac, "CE_MIN_BYTES", 0)

@@ -8,7 +8,7 @@ off; see dak.runtime.fused). Each rounds where the eager code rounds:
     add_rms_norm: s = round(x + r);  y = w * round(s * rsqrt(mean(s^2) + eps))   (returns s, y)
     silu_mul:     y = round(round(silu(g)) * u)                                 (silu in fp32)
 
-and for OPT's layer (an experiment, `$DAK_FUSED_OPT=1`), the residual add + LayerNorm after attention:
+and for OPT's layer (dak.runtime.fused_opt, the default), the residual add + LayerNorm after attention:
 
     add_layer_norm: s = round(x + r);  y = round((s - mean) * rsqrt(var + eps) * w + b)   (returns s, y)
 

@@ -9,9 +9,15 @@ Llama-2-7B-shaped decode chain 1.067x cuBLAS's step, Llama-3-8B 1.013x. Each pro
 rows once and all tokens at once (BLOCK_N = 16 covers N), so no read is repeated.
 
 `hbm_linear(x2, w, bias)` is what dak's all-HBM linears call: this kernel where `gemv_enabled()`
-($DAK_HBM_GEMV=1; off until measured end to end) and the input is a decode batch, torch's
-F.linear otherwise. `gated_linear(gate, up, w)` ($DAK_GEMV_SILU=1 as well) computes a Llama
-MLP's SiLU(gate) * up inside the down projection's input loads: one launch fewer per layer.
+(the default since the sixteenth session; $DAK_HBM_GEMV=0 turns it off) and the input is a decode
+batch, torch's F.linear otherwise. End to end (H200, B = 8, same call, `e2e-h6-*-s16-h200.json`)
+it cut TPOT at x = 0/1/2%: Llama-2-7B 4.38/4.39/4.45 -> 4.05/4.07/4.13 ms, Llama-3-8B
+4.64/4.66/4.65 -> 4.47/4.49/4.48, OPT-6.7B 4.72/5.37/5.63 -> 4.66/5.23/5.61.
+`gated_linear(gate, up, w)` ($DAK_GEMV_SILU=1, an experiment, off) computes a Llama MLP's
+SiLU(gate) * up inside the down projection's input loads: one launch fewer per layer, but on
+the H200 that kernel is 5-6x slower than plain down_proj (Llama-3-8B 4096 x 14336: 191-227 us
+against 33 us; TPOT 4.47 -> 10.61 ms): with the gate computed between the loads and the dot,
+the loads are not pipelined. It stays off until it is rewritten.
 `hbm_gemv(..., relu=True)` and `hbm_gemv(..., residual=r)` apply OPT's ReLU and residual add
 in the epilogue (dak.runtime.fused_opt). Configs: `heuristic(M, K)` (from the H200 sweep), or
 with tune=True a short graph-timed sweep (cuBLAS one of its candidates) cached on disk per
@@ -57,20 +63,24 @@ CACHE: ConfigCache[GemvConfig] = ConfigCache("hbm_gemv", GemvConfig, GemvConfig.
 
 
 def gemv_enabled() -> bool:
-    """$DAK_HBM_GEMV=1 sends all-HBM decode linears to this kernel (an experiment: off until
-    measured end to end on the GPU); unset or 0 keeps torch's cuBLAS."""
-    return env_flag("DAK_HBM_GEMV", False)
+    """All-HBM decode linears run this kernel unless $DAK_HBM_GEMV=0 (torch's cuBLAS then)."""
+    return env_flag("DAK_HBM_GEMV", True)
 
 
 def heuristic(m: int, k: int) -> GemvConfig:
-    """The untuned config. On the H200's sweep (N = 8, bf16) the fastest or within 3% of it:
-    few rows (<= 4096, about one wave of 32-row programs) deep pipelines; up to 16384 rows
-    32-row tiles; taller matrices 64-row tiles of 128 columns."""
+    """The untuned config, by rows (H200 sweep of 48 configs on every all-HBM decode linear of
+    Llama-2-7B, Llama-3-8B, OPT-6.7B and OPT-30B, N = 8, bf16, sixteenth session: within 2.5% of
+    the best on all 19 matrices, 1.02-1.25x cuBLAS): up to 4096 rows 32-row tiles with a deep
+    pipeline; up to 8192 64 x 256 tiles; taller matrices 64 x 128 tiles, 3 stages up to 32768 rows."""
     if m <= 4096:
-        return GemvConfig(32, 256, 5)
+        return GemvConfig(32, 256, 6)
+    if m <= 8192:
+        return GemvConfig(64, 256, 4)
     if m <= 16384:
-        return GemvConfig(32, 256, 4)
-    return GemvConfig(64, 128, 3)
+        return GemvConfig(64, 128, 4)
+    if m <= 32768:
+        return GemvConfig(64, 128, 3)
+    return GemvConfig(64, 128, 4)
 
 
 @triton.jit

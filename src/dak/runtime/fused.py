@@ -15,8 +15,10 @@ residual add moves into the next layer's input add + RMSNorm launch (or the fina
 launch fewer a layer, on by default since the fifteenth session (H200, B=8, x = 0/2%: Llama-2-7B
 4.43/4.49 -> 4.40/4.45 ms, Llama-3-8B 4.70/4.71 -> 4.66/4.67 ms, same call), `$DAK_DEFER_RESIDUAL=0`
 turns it off. `$DAK_RESIDUAL_ADDMM=1` (an experiment) folds that add into down_proj's cuBLAS call.
-`$DAK_FUSED_OPT=1` (an experiment) fuses OPT's decoder layers (dak.runtime.fused_opt), and
-`$DAK_ROTARY_KV=1` (an experiment) rotates q and k with the decode token's KV append.
+OPT's decoder layers are fused too (dak.runtime.fused_opt; `$DAK_FUSED_OPT=0` turns it off), and
+the decode step rotates q and k inside the KV append's launch (`$DAK_ROTARY_KV=0` turns it off;
+H200, B = 8, x = 0/1/2%, same call, sixteenth session: Llama-2-7B 4.38/4.39/4.45 ->
+4.33/4.36/4.39 ms, Llama-3-8B 4.64/4.66/4.65 -> 4.59/4.61/4.61).
 """
 
 from __future__ import annotations
@@ -99,10 +101,10 @@ def _fusable_layer_norm(mod) -> bool:
 
 
 def rotary_kv_enabled() -> bool:
-    """$DAK_ROTARY_KV=1 (an experiment, off until measured on the GPU): in the engine's decode
-    step the rotary embedding of q and k is left to the "dak" attention, which applies it and
-    appends k and v to the cache in one launch (dak.kernels.rotary_append)."""
-    return env_flag("DAK_ROTARY_KV", False)
+    """Unless $DAK_ROTARY_KV=0: in the engine's decode step the rotary embedding of q and k is
+    left to the "dak" attention, which applies it and appends k and v to the cache in one launch
+    (dak.kernels.rotary_append)."""
+    return env_flag("DAK_ROTARY_KV", True)
 
 
 @contextlib.contextmanager
