@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh H9|H8|H7|H6|H5|H4|H3|H2|H1|G1|F12|F11|F10|F9|F8|F7|F6|F5|F4|F3|F2|F1|E2|E1|D3|D2|D1|C4|C3|C2|C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V
+#   bash benchmarks/h200_next.sh H10|H9|H8|H7|H6|H5|H4|H3|H2|H1|G1|F12|F11|F10|F9|F8|F7|F6|F5|F4|F3|F2|F1|E2|E1|D3|D2|D1|C4|C3|C2|C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -44,7 +44,7 @@ G1) # (ran: thirteenth session) no fork is the default now (F10/F11: 3 streams, 
     step 290 python3 -m dak bench e2e --models llama-2-7b,opt-6.7b,llama-3-8b --batch 8 --ratios 1,2,5,10,20,40 \
         --systems dak-consolidated,prefetch --out "$OUT/e2e-g1-batch8.json"
     ;;
-H8) # (sixteenth session) H6: dak's GEMV (4-8% lower TPOT on Llama), the fused OPT layer and rotary with the KV
+H8) # (ran: sixteenth session) H6: dak's GEMV (4-8% lower TPOT on Llama), the fused OPT layer and rotary with the KV
     # append are now defaults (the gated SiLU GEMV was 5x slower: off), with H7's refined heuristic: the GPU files
     # that run them (the runtime file's tests compare against HF's tokens), one call
     step 170 python3 -u -m pytest -q -p no:cacheprovider tests/test_runtime_gpu.py
@@ -52,7 +52,19 @@ H8) # (sixteenth session) H6: dak's GEMV (4-8% lower TPOT on Llama), the fused O
     step 150 python3 -u -m pytest -q -p no:cacheprovider tests/test_split_linear_gpu.py tests/test_copy_ahead_gpu.py
     step 100 python3 -u -m pytest -q -p no:cacheprovider tests/test_bench_e2e_gpu.py
     ;;
-H9) # (sixteenth session) the README table's batch-8 rows the new defaults touch (x <= 10%; above it the link
+H10) # (sixteenth session) the gated SiLU GEMV (SiLU * up on down_proj's loads) was 5x slower: DAK_GEMV_SILU=1 now
+    # puts SiLU * up in the fused gate/up GEMV's epilogue instead (loads stay pipelined; one launch fewer a layer).
+    # Its GPU tests, the 0% rows of the table on today's defaults (prefetch beside), then default against it
+    step 80 python3 -u -m pytest -q -p no:cacheprovider tests/test_hbm_gemv_gpu.py
+    step 120 python3 -u -m pytest -q -p no:cacheprovider tests/test_runtime_gpu.py -k "fused_projection or forked_or_eager"
+    step 90 python3 -m dak bench e2e --models llama-2-7b,opt-6.7b,llama-3-8b --batch 8 --ratios 0 \
+        --systems dak-consolidated,prefetch --out "$OUT/e2e-h10-x0.json"
+    ab 70 DAK_GEMV_SILU=1 e2e-h10 python3 -m dak bench e2e --models llama-2-7b,llama-3-8b --batch 8 --ratios 0,1,2 \
+        --systems dak-consolidated
+    step 60 env DAK_GEMV_SILU=1 python3 benchmarks/profile_step.py --steps 2 --model llama-3-8b --ratios 0 \
+        --out "$OUT/step-llama-3-8b-h10-silu.json"
+    ;;
+H9) # (ran: sixteenth session) the README table's batch-8 rows the new defaults touch (x <= 10%; above it the link
     # bounds the step), dak beside prefetch in one call; OPT-30B at 5/10%; where Llama-3-8B's step goes now
     step 230 python3 -m dak bench e2e --models llama-2-7b,opt-6.7b,llama-3-8b --batch 8 --ratios 1,2,5,10 \
         --systems dak-consolidated,prefetch --out "$OUT/e2e-h9-batch8.json"

@@ -5,12 +5,13 @@ untuned heuristic (`hbm_gemv.heuristic`) was read off it. This times, inside CUD
 back-to-back launches over distinct weights (so nothing hits L2), every all-HBM decode linear of
 the named models as dak runs them (q/k/v and gate/up fused, the LM head) at N tokens, for a grid
 of (BLOCK_M, BLOCK_K, stages, warps), and reports per shape: cuBLAS, the heuristic's config, the
-best config, and the best config's ratio to both. With `--silu`, Llama's down projection is also
-timed with SiLU(gate) * up on its input loads (dak.kernels.hbm_gemv's gated mode).
+best config, and the best config's ratio to both. With `--silu`, Llama's fused gate/up is also
+timed with SiLU(gate) * up in its epilogue (hbm_gemv's swiglu mode; its "cuBLAS" is F.linear then
+dak's silu_mul launch, the two steps it replaces).
 
     PYTHONPATH=src python3 benchmarks/sweep_gemv.py --models llama-2-7b,llama-3-8b --silu --out sweep-gemv.json
 
-Each distinct (config, bias, even M/K, gated) compiles once: about 50-100 compiles a model family.
+Each distinct (config, bias, even M/K, swiglu) compiles once: about 50-100 compiles a model family.
 
 GPU only.
 """
@@ -27,7 +28,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import metadata, write_json  # noqa: E402
 
-from dak.kernels.hbm_gemv import GemvConfig, hbm_gemv, heuristic, weight_copies  # noqa: E402
+from dak.kernels.hbm_gemv import GemvConfig, hbm_gemv, heuristic, swiglu_config, weight_copies  # noqa: E402
 from dak.kernels.timing import graph_time_ms  # noqa: E402
 from dak.models.spec import load_config  # noqa: E402
 
@@ -50,11 +51,11 @@ def linear_shapes(model: str) -> list[tuple[str, int, int, bool]]:
             ("down", h, f, False), ("head", v, h, False)]
 
 
-def time_cfg(x, ws, bias, cfg, up=None) -> float:
-    out = torch.empty(x.shape[0], ws[0].shape[0], dtype=x.dtype, device=x.device)
+def time_cfg(x, ws, bias, cfg, swiglu=False) -> float:
+    out = torch.empty(x.shape[0], ws[0].shape[0] // (2 if swiglu else 1), dtype=x.dtype, device=x.device)
     try:
-        return graph_time_ms([lambda w=w: hbm_gemv(x, w, bias, cfg, out, up) for w in ws], target_ms=5.0,
-                             max_replays=7)
+        return graph_time_ms([lambda w=w: hbm_gemv(x, w, bias, cfg, out, swiglu=swiglu) for w in ws],
+                             target_ms=5.0, max_replays=7)
     except Exception as exc:  # noqa: BLE001 - a config this GPU cannot run (resources) is skipped
         print(f"    {cfg}: {type(exc).__name__}: {str(exc)[:120]}", flush=True)
         return float("inf")
@@ -62,15 +63,14 @@ def time_cfg(x, ws, bias, cfg, up=None) -> float:
 
 def sweep_shape(n: int, m: int, k: int, bias: bool, gated: bool) -> dict:
     g = torch.Generator(device="cuda").manual_seed(m * 7 + k)
-    x = torch.randn(n, 2 * k if gated else k, generator=g, device="cuda").to(torch.bfloat16)
-    gate, up = (x[:, :k], x[:, k:]) if gated else (x, None)
+    x = torch.randn(n, k, generator=g, device="cuda").to(torch.bfloat16)
     ws = weight_copies((torch.randn(m, k, generator=g, device="cuda") * k ** -0.5).to(torch.bfloat16))
     b = torch.randn(m, generator=g, device="cuda").to(torch.bfloat16) if bias else None
-    cublas = time_cfg(gate, ws, b, GemvConfig(backend="cublas"), up)
-    heur = heuristic(m, k)
-    times = {cfg: time_cfg(gate, ws, b, cfg, up) for cfg in GRID if cfg.block_k <= k}
+    cublas = time_cfg(x, ws, b, GemvConfig(backend="cublas"), gated)
+    heur = swiglu_config(heuristic(m, k)) if gated else heuristic(m, k)
+    times = {cfg: time_cfg(x, ws, b, cfg, gated) for cfg in GRID if cfg.block_k <= k}
     best = min(times, key=times.get)
-    t_h = times.get(heur, time_cfg(gate, ws, b, heur, up))
+    t_h = times.get(heur, time_cfg(x, ws, b, heur, gated))
     return {"M": m, "K": k, "bias": bias, "gated": gated, "t_cublas_ms": cublas, "t_heuristic_ms": t_h,
             "heuristic": heur.to_dict(), "t_best_ms": times[best], "best": best.to_dict(),
             "best_over_cublas": cublas / times[best], "heuristic_over_cublas": cublas / t_h,
@@ -82,7 +82,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--models", default="llama-2-7b,llama-3-8b")
     ap.add_argument("--tokens", type=int, default=8)
-    ap.add_argument("--silu", action="store_true", help="also time Llama's down_proj with SiLU * up fused")
+    ap.add_argument("--silu", action="store_true", help="also time Llama's gate/up with SiLU * up in its epilogue")
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
     if not torch.cuda.is_available():
@@ -92,7 +92,7 @@ def main():
     rows, seen = [], set()
     for model in a.models.split(","):
         for name, m, k, bias in linear_shapes(model):
-            for gated in ([False, True] if a.silu and name == "down" else [False]):
+            for gated in ([False, True] if a.silu and name == "gate_up" else [False]):
                 if (m, k, bias, gated) in seen:
                     continue
                 seen.add((m, k, bias, gated))

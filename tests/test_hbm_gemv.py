@@ -137,42 +137,49 @@ def test_configs_are_cached_per_shape_and_tuned_only_on_a_gpu(monkeypatch, tmp_p
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-@pytest.mark.parametrize("n,f,m,bias,cfg", [(3, 72, 37, True, GemvConfig(16, 32, 2)), (8, 64, 48, False, None),
+@pytest.mark.parametrize("n,k,m,bias,cfg", [(3, 72, 37, True, GemvConfig(16, 32, 2)), (8, 64, 48, False, None),
                                             (1, 40, 16, False, GemvConfig(backend="cublas"))])
-def test_gated_gemv_equals_silu_mul_then_gemv(dtype, n, f, m, bias, cfg):
-    """SiLU(gate) * up computed inside the GEMV's loads rounds as dak's silu_mul launch does: the
-    output equals silu_mul followed by the plain GEMV, bit for bit (gate and up are column views
-    of one fused gate/up output, as a fused MLP hands them over)."""
+def test_swiglu_gemv_equals_gemv_then_silu_mul(dtype, n, k, m, bias, cfg):
+    """SiLU(gate) * up in the fused gate/up GEMV's epilogue rounds as HF and dak's silu_mul launch
+    do: bit for bit silu_mul on the plain GEMV's output (same config), and near the fp32 math."""
     from dak.kernels.fused_layer import silu_mul
-    g = torch.Generator().manual_seed(n + f + m)
-    gu = (torch.randn(n, 2 * f, generator=g) * 2).to(dtype).to(DEV)
-    gate, up = gu[:, :f], gu[:, f:]
-    w = (torch.randn(m, f, generator=g) * f ** -0.5).to(dtype).to(DEV)
-    b = (torch.randn(m, generator=g) * 0.5).to(dtype).to(DEV) if bias else None
+    g = torch.Generator().manual_seed(n + k + m)
+    x = torch.randn(n, k, generator=g).to(dtype).to(DEV)
+    w = (torch.randn(2 * m, k, generator=g) * k ** -0.5 * 2).to(dtype).to(DEV)
+    b = (torch.randn(2 * m, generator=g) * 0.5).to(dtype).to(DEV) if bias else None
     out = torch.full((n, m), float("nan"), dtype=dtype, device=DEV)
-    got = hbm_gemv(gate, w, b, cfg, out=out, up=up)
-    want = hbm_gemv(silu_mul(gate, up), w, b, cfg)
-    assert got is out and torch.equal(got, want)
-    ref = torch.nn.functional.silu(gate.float()) * up.float() @ w.float().T + (b.float() if bias else 0)
+    got = hbm_gemv(x, w, b, cfg, out=out, swiglu=True)
+    y = hbm_gemv(x, w, b, cfg or hg.swiglu_config(heuristic(2 * m, k)))
+    assert got is out and torch.equal(got, silu_mul(y[:, :m], y[:, m:]))
+    ref = x.float() @ w.float().T + (b.float() if bias else 0)
+    ref = F.silu(ref[:, :m]) * ref[:, m:]
     assert _rel(got.cpu(), ref.cpu()) < 2 * TOL[dtype]
-    with pytest.raises(ValueError, match="up must match the gate"):
-        hbm_gemv(gate, w, b, cfg, up=up[:, :-1])
+    with pytest.raises(ValueError, match="even number of rows"):
+        hbm_gemv(x, w[:-1], None, cfg, swiglu=True)
+    with pytest.raises(ValueError, match="no relu or residual"):
+        hbm_gemv(x, w, b, cfg, swiglu=True, relu=True)
+    with pytest.raises(ValueError, match=f"out must be \\({n}, {m}\\)"):
+        hbm_gemv(x, w, b, cfg, swiglu=True, out=torch.empty(n, 2 * m, dtype=dtype, device=DEV))
 
 
-def test_gated_linear_needs_both_switches(monkeypatch):
-    gate = torch.randn(2, 32).to(torch.bfloat16).to(DEV)
-    w = torch.randn(8, 32).to(torch.bfloat16).to(DEV)
+def test_swiglu_linear_switches_and_fallbacks(monkeypatch):
+    """Off unless $DAK_GEMV_SILU=1; with DAK_HBM_GEMV=0 that is an error saying what to unset; a
+    prefill batch or an odd row count: None (the caller runs the two steps)."""
+    x = torch.randn(2, 32).to(torch.bfloat16).to(DEV)
+    w = torch.randn(16, 32).to(torch.bfloat16).to(DEV)
     with torch.no_grad():
         monkeypatch.delenv("DAK_GEMV_SILU", raising=False)
-        assert hg.gated_linear(gate, gate, w, None) is None  # off: the caller runs silu_mul + linear
+        assert hg.swiglu_linear(x, w, None) is None
         monkeypatch.setenv("DAK_GEMV_SILU", "1")
         monkeypatch.setenv("DAK_HBM_GEMV", "0")
-        with pytest.raises(ValueError, match="needs DAK_HBM_GEMV=1|only with DAK_HBM_GEMV=1"):
-            hg.gated_linear(gate, gate, w, None)
+        with pytest.raises(ValueError, match="unset DAK_HBM_GEMV, or unset DAK_GEMV_SILU"):
+            hg.swiglu_linear(x, w, None)
         monkeypatch.delenv("DAK_HBM_GEMV", raising=False)
-        assert hg.gated_linear(gate, gate, w, None).shape == (2, 8)
-        assert hg.gated_linear(torch.randn(17, 32).to(torch.bfloat16).to(DEV), torch.randn(17, 32).to(
-            torch.bfloat16).to(DEV), w, None) is None  # a prefill batch: two steps
+        assert hg.swiglu_linear(x, w, None).shape == (2, 8)
+        assert hg.swiglu_linear(torch.randn(17, 32).to(torch.bfloat16).to(DEV), w, None) is None
+        assert hg.swiglu_linear(x, w[:-1], None) is None
+    assert hg.swiglu_config(GemvConfig(64, 128, 3)) == GemvConfig(32, 128, 3)
+    assert hg.swiglu_config(GemvConfig(16, 256, 6)) == GemvConfig(16, 256, 6)
 
 
 def test_empty_and_strided_inputs(monkeypatch):

@@ -195,7 +195,7 @@ def _fusable_groups(placement):
 def test_hbm_gemv_decode_matches_hf(checkpoints, family, extra, monkeypatch):
     """$DAK_HBM_GEMV=1: the all-HBM linears (fused q/k/v and gate/up, the LM head) run dak's GEMV
     kernel at decode batch sizes, and the greedy tokens are HF's (or its ties); with
-    $DAK_GEMV_SILU=1 too, Llama's down_proj computes SiLU * up itself (no silu_mul launch); with
+    $DAK_GEMV_SILU=1 too, Llama's fused gate/up GEMV applies SiLU * up itself (no silu_mul launch); with
     $DAK_FUSED_OPT=1, OPT's fc1 applies the ReLU and fc2 adds the residual in their epilogues."""
     import dak.kernels.hbm_gemv as hg
     import dak.runtime.fused as fz
@@ -209,7 +209,7 @@ def test_hbm_gemv_decode_matches_hf(checkpoints, family, extra, monkeypatch):
 
     def spy(*a, **kw):
         shapes.add(tuple(a[1].shape))
-        gated.append(kw.get("up") is not None)
+        gated.append(bool(kw.get("swiglu")))
         epilogues.update(k for k in ("relu", "residual") if kw.get(k) is not None and kw.get(k) is not False)
         return real(*a, **kw)
     monkeypatch.setattr(hg, "hbm_gemv", spy)

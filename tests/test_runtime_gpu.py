@@ -149,7 +149,7 @@ def test_forked_or_eager_steps_give_the_same_tokens(checkpoints, tmp_path, monke
 def test_fused_projection_graphs_match_hf_eager(checkpoints, family, gemv, monkeypatch):
     """All-HBM q/k/v and gate/up multiplied as one matrix (dak.nn.fused_proj) inside the decode
     graphs: HF's greedy tokens (or its ties), as without fusion; also with every all-HBM linear
-    on dak's GEMV kernel ($DAK_HBM_GEMV=1), with SiLU * up inside down_proj's ($DAK_GEMV_SILU=1),
+    on dak's GEMV kernel ($DAK_HBM_GEMV=1), with SiLU * up in the gate/up GEMV's epilogue ($DAK_GEMV_SILU=1),
     and with OPT's layers fused ($DAK_FUSED_OPT=1: add + LayerNorm, ReLU and residual epilogues)."""
     if gemv == "opt" and family != "tiny-opt":
         pytest.skip("$DAK_FUSED_OPT changes OPT layers only")

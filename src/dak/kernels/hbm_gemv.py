@@ -13,15 +13,16 @@ rows once and all tokens at once (BLOCK_N = 16 covers N), so no read is repeated
 batch, torch's F.linear otherwise. End to end (H200, B = 8, same call, `e2e-h6-*-s16-h200.json`)
 it cut TPOT at x = 0/1/2%: Llama-2-7B 4.38/4.39/4.45 -> 4.05/4.07/4.13 ms, Llama-3-8B
 4.64/4.66/4.65 -> 4.47/4.49/4.48, OPT-6.7B 4.72/5.37/5.63 -> 4.66/5.23/5.61.
-`gated_linear(gate, up, w)` ($DAK_GEMV_SILU=1, an experiment, off) computes a Llama MLP's
-SiLU(gate) * up inside the down projection's input loads: one launch fewer per layer, but on
-the H200 that kernel is 5-6x slower than plain down_proj (Llama-3-8B 4096 x 14336: 191-227 us
-against 33 us; TPOT 4.47 -> 10.61 ms): with the gate computed between the loads and the dot,
-the loads are not pipelined. It stays off until it is rewritten.
+`swiglu_linear(x, w_gate_up)` ($DAK_GEMV_SILU=1, an experiment, off) computes a Llama MLP's
+SiLU(gate) * up in the fused gate/up GEMV's epilogue, each program reading matching gate and up
+rows: one launch fewer per layer. (Its first form computed SiLU(gate) * up on down_proj's input
+loads instead: on the H200 5-6x slower than plain down_proj, 191-227 us against 33 us for
+Llama-3-8B's 4096 x 14336, TPOT 4.47 -> 10.61 ms, since the loads were then not pipelined.)
 `hbm_gemv(..., relu=True)` and `hbm_gemv(..., residual=r)` apply OPT's ReLU and residual add
 in the epilogue (dak.runtime.fused_opt). Configs: `heuristic(M, K)` (from the H200 sweep), or
 with tune=True a short graph-timed sweep (cuBLAS one of its candidates) cached on disk per
-(GPU, dtype, N, M, K, bias); the gated and epilogue forms take the plain product's config.
+(GPU, dtype, N, M, K, bias); the epilogue forms take the plain product's config (SwiGLU with
+half its rows per program).
 
 Shapes and dtypes: x (N, K) contiguous, w (M, K) with unit column stride, bias (M,) or None; all
 bf16 or all fp16, fp32 accumulation; out (N, M) with unit column stride.
@@ -29,7 +30,7 @@ bf16 or all fp16, fp32 accumulation; out (N, M) with unit column stride.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import torch
 import torch.nn.functional as F
@@ -58,7 +59,8 @@ class GemvConfig:
         return asdict(self)
 
 
-CANDIDATES = [GemvConfig(bm, bk, st) for bm in (16, 32, 64) for bk in (128, 256) for st in (3, 4, 5)]
+CANDIDATES = [GemvConfig(bm, bk, st) for bm in (16, 32, 64) for bk in (128, 256) for st in (3, 4, 5, 6)
+              if (bm, bk, st) != (64, 256, 6)]  # that one needs more shared memory than an H100/H200 has
 CACHE: ConfigCache[GemvConfig] = ConfigCache("hbm_gemv", GemvConfig, GemvConfig.to_dict)
 
 
@@ -84,53 +86,58 @@ def heuristic(m: int, k: int) -> GemvConfig:
 
 
 @triton.jit
-def _x_tile(x_rows, u_rows, ks, mask, GATED: tl.constexpr):
-    """The (BLOCK_N, BLOCK_K) input tile; GATED: round(round(silu(g)) * u) from the gate rows
-    (x_rows) and up rows (u_rows), as dak.kernels.fused_layer.silu_mul rounds it."""
-    x = tl.load(x_rows + ks[None, :], mask=mask, other=0.0)
-    if GATED:
-        g = x.to(tl.float32)
-        u = tl.load(u_rows + ks[None, :], mask=mask, other=0.0).to(tl.float32)
-        a = (g / (1.0 + tl.exp(-g))).to(x.dtype).to(tl.float32)
-        x = (a * u).to(x.dtype)
-    return x
+def _load_w(w_rows, ks, mask_m, K, EVEN_M: tl.constexpr, EVEN_K: tl.constexpr):
+    if EVEN_K:
+        if EVEN_M:
+            return tl.load(w_rows + ks[None, :])
+        return tl.load(w_rows + ks[None, :], mask=mask_m[:, None], other=0.0)
+    return tl.load(w_rows + ks[None, :], mask=mask_m[:, None] & (ks[None, :] < K), other=0.0)
 
 
 @triton.jit
-def _gemv(x_ptr, u_ptr, w_ptr, b_ptr, r_ptr, y_ptr, N, M, K, stride_xn, stride_un, stride_wm, stride_rn, stride_yn,
-          HAS_BIAS: tl.constexpr, GATED: tl.constexpr, RELU: tl.constexpr, HAS_RES: tl.constexpr,
+def _mma(x, w, acc, DOT_F32: tl.constexpr):
+    if DOT_F32:  # Triton 3.6's interpreter mis-computes bf16 tl.dot: upcast there only
+        return tl.dot(x.to(tl.float32), tl.trans(w.to(tl.float32)), acc, input_precision="ieee")
+    return tl.dot(x, tl.trans(w), acc)
+
+
+@triton.jit
+def _gemv(x_ptr, w_ptr, b_ptr, r_ptr, y_ptr, N, M, K, stride_xn, stride_wm, stride_rn, stride_yn,
+          HAS_BIAS: tl.constexpr, SWIGLU: tl.constexpr, RELU: tl.constexpr, HAS_RES: tl.constexpr,
           EVEN_M: tl.constexpr, EVEN_K: tl.constexpr,
           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, DOT_F32: tl.constexpr):
-    """Y[:, rows] for this program's BLOCK_M rows of W, every token at once, all of K."""
+    """Y[:, rows] for this program's BLOCK_M rows of W, every token at once, all of K. SWIGLU: W
+    has 2M rows (gate, then up) and Y[:, j] = silu(gate_j) * up_j, this program reading its
+    BLOCK_M gate rows and the matching up rows."""
     offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
     offs_k = tl.arange(0, BLOCK_K)
     mask_m = offs_m < M
     mask_n = offs_n < N
     w_rows = w_ptr + offs_m.to(tl.int64)[:, None] * stride_wm
+    u_rows = w_rows + M.to(tl.int64) * stride_wm
     x_rows = x_ptr + offs_n[:, None] * stride_xn
-    u_rows = u_ptr + offs_n[:, None] * stride_un
     acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+    acc_u = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
     for k0 in range(0, K, BLOCK_K):
         ks = k0 + offs_k
         if EVEN_K:
-            x = _x_tile(x_rows, u_rows, ks, mask_n[:, None], GATED)
-            if EVEN_M:
-                w = tl.load(w_rows + ks[None, :])
-            else:
-                w = tl.load(w_rows + ks[None, :], mask=mask_m[:, None], other=0.0)
+            x = tl.load(x_rows + ks[None, :], mask=mask_n[:, None], other=0.0)
         else:
-            x = _x_tile(x_rows, u_rows, ks, mask_n[:, None] & (ks[None, :] < K), GATED)
-            w = tl.load(w_rows + ks[None, :], mask=mask_m[:, None] & (ks[None, :] < K), other=0.0)
-        if DOT_F32:  # Triton 3.6's interpreter mis-computes bf16 tl.dot: upcast there only
-            acc = tl.dot(x.to(tl.float32), tl.trans(w.to(tl.float32)), acc, input_precision="ieee")
-        else:
-            acc = tl.dot(x, tl.trans(w), acc)
+            x = tl.load(x_rows + ks[None, :], mask=mask_n[:, None] & (ks[None, :] < K), other=0.0)
+        acc = _mma(x, _load_w(w_rows, ks, mask_m, K, EVEN_M, EVEN_K), acc, DOT_F32)
+        if SWIGLU:
+            acc_u = _mma(x, _load_w(u_rows, ks, mask_m, K, EVEN_M, EVEN_K), acc_u, DOT_F32)
     if HAS_BIAS:
         acc += tl.load(b_ptr + offs_m, mask=mask_m, other=0.0).to(tl.float32)[None, :]
+        if SWIGLU:
+            acc_u += tl.load(b_ptr + M + offs_m, mask=mask_m, other=0.0).to(tl.float32)[None, :]
     mask = mask_n[:, None] & mask_m[None, :]
-    if RELU or HAS_RES:  # on the linear's output rounded as F.linear rounds it, as the eager ops see it
+    if RELU or HAS_RES or SWIGLU:  # on the linear's output rounded as F.linear rounds it, as the eager ops see it
         acc = acc.to(y_ptr.dtype.element_ty).to(tl.float32)
+        if SWIGLU:  # round(round(silu(gate)) * round(up)), as dak.kernels.fused_layer.silu_mul
+            acc = (acc / (1.0 + tl.exp(-acc))).to(y_ptr.dtype.element_ty).to(tl.float32)
+            acc = acc * acc_u.to(y_ptr.dtype.element_ty).to(tl.float32)
         if RELU:
             acc = tl.maximum(acc, 0.0)
         if HAS_RES:
@@ -160,40 +167,43 @@ def check_gemv_args(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None,
 
 def hbm_gemv(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None,
              cfg: GemvConfig | None = None, out: torch.Tensor | None = None,
-             up: torch.Tensor | None = None, relu: bool = False,
+             swiglu: bool = False, relu: bool = False,
              residual: torch.Tensor | None = None) -> torch.Tensor:
-    """x @ w.T (+ bias) by the Triton kernel (or cuBLAS where cfg.backend says so). With `up`:
-    silu_mul(x, up) @ w.T (+ bias), the SiLU gate computed on the fly (x is then the gate).
+    """x @ w.T (+ bias) by the Triton kernel (or cuBLAS where cfg.backend says so). `swiglu`: w
+    (and bias) hold a gate then an up projection of M rows each; returns silu_mul(gate, up), (N, M).
     `relu`: relu of the (rounded) product; `residual` (N, M): residual + the (rounded) product,
     rounded as the eager ops round them."""
-    check_gemv_args(x, w, bias, out)
-    for name, t in (("up", up), ("residual", residual)):
-        want = x.shape if name == "up" else (x.shape[0], w.shape[0])
-        if t is not None and (t.shape != want or t.dtype != x.dtype or t.device != x.device or t.stride(1) != 1):
-            raise ValueError(f"{name} must be {tuple(want)} {x.dtype} on {x.device} with unit column stride "
-                             f"(up must match the gate), got {tuple(t.shape)} {t.dtype} on {t.device} "
-                             f"strides {t.stride()}")
+    check_gemv_args(x, w, bias, out if not swiglu else None)
+    if swiglu and (w.shape[0] % 2 or relu or residual is not None):
+        raise ValueError(f"swiglu needs w with an even number of rows (gate then up), got {w.shape[0]}, and no "
+                         "relu or residual epilogue")
     n, k = x.shape
-    m = w.shape[0]
-    cfg = cfg or heuristic(m, k)
+    m = w.shape[0] // 2 if swiglu else w.shape[0]
+    if residual is not None and (residual.shape != (n, m) or residual.dtype != x.dtype or residual.device != x.device
+                                 or residual.stride(1) != 1):
+        raise ValueError(f"residual must be ({n}, {m}) {x.dtype} on {x.device} with unit column stride, got "
+                         f"{tuple(residual.shape)} {residual.dtype} on {residual.device} strides {residual.stride()}")
+    if swiglu and out is not None and (out.shape != (n, m) or out.dtype != x.dtype or out.stride(1) != 1):
+        raise ValueError(f"out must be ({n}, {m}) {x.dtype} with unit column stride, got {tuple(out.shape)} "
+                         f"{out.dtype} strides {out.stride()}")
+    cfg = cfg or (swiglu_config(heuristic(2 * m, k)) if swiglu else heuristic(m, k))
     if out is None:
         out = torch.empty(n, m, dtype=x.dtype, device=x.device)
     if m == 0:
         return out
     if cfg.backend == "cublas":
-        if up is None and not relu and residual is None:
+        if not swiglu and not relu and residual is None:
             return torch.addmm(bias, x, w.t(), out=out) if bias is not None else torch.mm(x, w.t(), out=out)
-        y = F.linear(silu_mul(x, up) if up is not None else x, w, bias)
-        y = torch.relu(y) if relu else y
+        y = F.linear(x, w, bias)
+        y = silu_mul(y[:, :m], y[:, m:]) if swiglu else torch.relu(y) if relu else y
         return out.copy_(residual + y if residual is not None else y)
-    u = up if up is not None else x
     r = residual if residual is not None else out
     _gemv[(triton.cdiv(m, cfg.block_m),)](
-        x, u, w, bias if bias is not None else w, r, out, n, m, k, x.stride(0), u.stride(0), w.stride(0), r.stride(0),
-        out.stride(0), HAS_BIAS=bias is not None, GATED=up is not None, RELU=relu, HAS_RES=residual is not None,
+        x, w, bias if bias is not None else w, r, out, n, m, k, x.stride(0), w.stride(0), r.stride(0),
+        out.stride(0), HAS_BIAS=bias is not None, SWIGLU=swiglu, RELU=relu, HAS_RES=residual is not None,
         EVEN_M=m % cfg.block_m == 0, EVEN_K=k % cfg.block_k == 0, BLOCK_M=cfg.block_m, BLOCK_N=MAX_TOKENS,
         BLOCK_K=cfg.block_k, DOT_F32=interpreting(), num_warps=cfg.num_warps, num_stages=cfg.num_stages,
-        enable_fp_fusion=up is None and residual is None)
+        enable_fp_fusion=not swiglu and residual is None)
     return out
 
 
@@ -258,24 +268,26 @@ def hbm_linear(x2: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, tun
 
 
 def gemv_silu_enabled() -> bool:
-    """$DAK_GEMV_SILU=1 (an experiment, with $DAK_HBM_GEMV=1): a fused Llama-family layer's
-    down_proj, held whole in HBM, computes SiLU(gate) * up while it loads its input, so the
-    SiLU * up launch goes away (dak.runtime.fused); the same rounding as that launch."""
+    """$DAK_GEMV_SILU=1 (an experiment): a fused Llama-family layer whose gate and up projections
+    are one all-HBM ProjectionGroup computes SiLU(gate) * up in that GEMV's epilogue (swiglu_linear),
+    so the SiLU * up launch goes away (dak.runtime.fused); the same rounding as that launch."""
     on = env_flag("DAK_GEMV_SILU", False)
     if on and not gemv_enabled():
-        raise ValueError("DAK_GEMV_SILU=1 fuses SiLU * up into dak's GEMV, which runs only with DAK_HBM_GEMV=1: "
-                         "set both, or unset DAK_GEMV_SILU")
+        raise ValueError("DAK_GEMV_SILU=1 fuses SiLU * up into dak's GEMV, which DAK_HBM_GEMV=0 turns off: "
+                         "unset DAK_HBM_GEMV, or unset DAK_GEMV_SILU")
     return on
 
 
-def gated_linear(gate: torch.Tensor, up: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None,
-                 tune: bool = False) -> torch.Tensor | None:
-    """silu_mul(gate, up) @ w.T (+ bias) over the last axis, in one GEMV launch, where
-    gemv_silu_enabled() and the GEMV applies; else None (the caller runs the two steps)."""
-    if not gemv_silu_enabled() or gate.shape != up.shape:
+def swiglu_config(cfg: GemvConfig) -> GemvConfig:
+    """The SwiGLU launch for a plain (2M, K) product's config: half the output rows per program,
+    so each still reads as many weight rows (gate and up) as the plain launch's programs."""
+    return replace(cfg, block_m=max(16, cfg.block_m // 2))
+
+
+def swiglu_linear(x2: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None,
+                  tune: bool = False) -> torch.Tensor | None:
+    """silu_mul(gate, up) of x2 @ w.T (+ bias), w = [gate rows; up rows], in one GEMV launch, where
+    gemv_silu_enabled() and the GEMV applies to x2; else None (the caller runs the two steps)."""
+    if not gemv_silu_enabled() or not gemv_applies(x2) or w.shape[0] % 2:
         return None
-    g2, u2 = gate.reshape(-1, gate.shape[-1]), up.reshape(-1, up.shape[-1])
-    if not gemv_applies(g2) or g2.stride(1) != 1 or u2.stride(1) != 1:
-        return None
-    y = hbm_gemv(g2, w, bias, config_for(g2, w, bias, tune), up=u2)
-    return y.view(*gate.shape[:-1], w.shape[0])
+    return hbm_gemv(x2, w, bias, swiglu_config(config_for(x2, w, bias, tune)), swiglu=True)

@@ -33,10 +33,10 @@ from torch import nn
 
 from dak.kernels.fused_layer import add_rms_norm, silu_mul
 from dak.kernels.fused_ops import layer_norm, rms_norm, rotary, rotary_ok
-from dak.kernels.hbm_gemv import gated_linear
+from dak.kernels.hbm_gemv import swiglu_linear
 from dak.runtime.fused_opt import fusable_opt_layer, opt_layer_forward, opt_layers_enabled
 from dak.runtime.kv import ROTARY_PENDING
-from dak.nn.split_linear import SplitLinear, whole_hbm_weight
+from dak.nn.split_linear import SplitLinear
 from dak.runtime_env import env_flag, fused_layer_enabled, interpreting
 
 RMS_NORMS = ("LlamaRMSNorm", "MistralRMSNorm", "Qwen2RMSNorm")
@@ -181,25 +181,29 @@ def _layer_forward(self, hidden_states, *args, **kwargs):
     h, _ = self.self_attn(hidden_states=h, **kwargs)
     residual, h = add_rms_norm(h, residual, post.weight, post.variance_epsilon)
     mlp = self.mlp
-    gate, up = mlp.gate_proj(h), mlp.up_proj(h)
-    out = _gated_down(mlp.down_proj, gate, up)
-    defer = getattr(self, "_dak_defer", False) and _ON.get() and defer_residual_enabled()
-    if out is None:
-        act = silu_mul(gate, up)
-        if not defer:
-            return _linear_add(mlp.down_proj, act, residual)
-        out = mlp.down_proj(act)
-    elif not defer:
-        return residual + out
+    act = _swiglu(mlp, h)
+    if act is None:
+        act = silu_mul(mlp.gate_proj(h), mlp.up_proj(h))
+    if not (getattr(self, "_dak_defer", False) and _ON.get() and defer_residual_enabled()):
+        return _linear_add(mlp.down_proj, act, residual)
+    out = mlp.down_proj(act)
     setattr(out, _PENDING, residual)
     return out
 
 
-def _gated_down(lin, gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor | None:
-    """down_proj(SiLU(gate) * up) in one GEMV launch ($DAK_GEMV_SILU=1, dak.kernels.hbm_gemv)
-    where down_proj is a SplitLinear held whole in HBM outside any fused group; else None."""
-    w = whole_hbm_weight(lin, gate)
-    return None if w is None else gated_linear(gate, up, w, lin.bias, lin.tune)
+def _swiglu(mlp, h: torch.Tensor) -> torch.Tensor | None:
+    """SiLU(gate_proj(h)) * up_proj(h) in one GEMV launch ($DAK_GEMV_SILU=1, dak.kernels.hbm_gemv)
+    where gate and up are the two members, in that order, of one all-HBM ProjectionGroup (the
+    fused matrix is then [gate rows; up rows]); else None."""
+    g, u = getattr(mlp.gate_proj, "_group", None), getattr(mlp.up_proj, "_group", None)
+    if g is None or u is None or g[0] is not u[0] or (g[1], u[1]) != (0, 1) or len(g[0].bounds) != 2:
+        return None
+    group = g[0]
+    w = group.weight
+    if h.dtype != w.dtype or h.device != w.device or h.shape[-1] != w.shape[1] or not h.is_contiguous():
+        return None
+    y = swiglu_linear(h.reshape(-1, w.shape[1]), w, group.bias, group.tune)
+    return None if y is None else y.view(*h.shape[:-1], w.shape[0] // 2)
 
 
 def _mark_deferring(model: nn.Module) -> None:
