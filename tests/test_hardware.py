@@ -31,10 +31,10 @@ def test_json_roundtrip(tmp_path):
 
 def test_layer_overhead_is_optional_and_round_trips(tmp_path):
     h = PRESETS["h200-pcie"]
-    assert h.layer_overhead_s == 31.2e-6 and PRESETS["gh200"].layer_overhead_s == 0.0
+    assert h.layer_overhead_s == 16.9e-6 and PRESETS["gh200"].layer_overhead_s == 0.0
     path = tmp_path / "h.json"
     h.to_json(str(path))
-    assert json.loads(path.read_text())["layer_overhead_s"] == 31.2e-6
+    assert json.loads(path.read_text())["layer_overhead_s"] == 16.9e-6
     assert HardwareProfile.from_json(str(path)) == h
     d = h.to_dict()
     del d["layer_overhead_s"]  # profiles written before the field existed

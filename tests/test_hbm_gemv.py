@@ -163,18 +163,22 @@ def test_swiglu_gemv_equals_gemv_then_silu_mul(dtype, n, k, m, bias, cfg):
 
 
 def test_swiglu_linear_switches_and_fallbacks(monkeypatch):
-    """Off unless $DAK_GEMV_SILU=1; with DAK_HBM_GEMV=0 that is an error saying what to unset; a
-    prefill batch or an odd row count: None (the caller runs the two steps)."""
+    """On by default, off with $DAK_GEMV_SILU=0 or (unset) with the GEMV off; $DAK_GEMV_SILU=1 with
+    DAK_HBM_GEMV=0 is an error saying what to unset; a prefill batch or an odd row count: None
+    (the caller runs the two steps)."""
     x = torch.randn(2, 32).to(torch.bfloat16).to(DEV)
     w = torch.randn(16, 32).to(torch.bfloat16).to(DEV)
     with torch.no_grad():
-        monkeypatch.delenv("DAK_GEMV_SILU", raising=False)
+        monkeypatch.setenv("DAK_GEMV_SILU", "0")
         assert hg.swiglu_linear(x, w, None) is None
-        monkeypatch.setenv("DAK_GEMV_SILU", "1")
+        monkeypatch.delenv("DAK_GEMV_SILU", raising=False)
         monkeypatch.setenv("DAK_HBM_GEMV", "0")
+        assert hg.swiglu_linear(x, w, None) is None  # follows the GEMV switch when unset
+        monkeypatch.setenv("DAK_GEMV_SILU", "1")
         with pytest.raises(ValueError, match="unset DAK_HBM_GEMV, or unset DAK_GEMV_SILU"):
             hg.swiglu_linear(x, w, None)
         monkeypatch.delenv("DAK_HBM_GEMV", raising=False)
+        monkeypatch.delenv("DAK_GEMV_SILU", raising=False)
         assert hg.swiglu_linear(x, w, None).shape == (2, 8)
         assert hg.swiglu_linear(torch.randn(17, 32).to(torch.bfloat16).to(DEV), w, None) is None
         assert hg.swiglu_linear(x, w[:-1], None) is None

@@ -196,10 +196,17 @@ PRESETS: dict[str, HardwareProfile] = {
     # (kept 5.3), 13.9 us per copy-engine linear, 0.53 x the host-KV link time. On those runs
     # predicted/measured went from 1.00-1.20 to 0.98-1.16; the consolidated plans at batch 8 of
     # the four e2e models are the same with either set except OPT-30B at 40%.
+    # Sixteenth session (2026-12-02): dak's Triton GEMV for all-HBM decode linears, SiLU * up in
+    # the gate/up GEMV's epilogue, rotary with the KV append and fused OPT layers (the defaults
+    # since) cut the all-HBM step: refitted the same way from one call each (e2e-h10-gemv-silu-
+    # s16-h200.json, e2e-h10-x0-s16-h200.json): fused_layer_overhead_s Llama-2-7B (3.92 - 3.63)
+    # and Llama-3-8B (4.35 - 4.07) ms / 32, mean 8.9 us (was 22.6); layer_overhead_s OPT-6.7B
+    # (4.19 - 3.65) / 32 = 16.9 us (was 31.2). The consolidated plans of the e2e table (4 models,
+    # batch 8 and 512) stay the same in 54 of 56 cases; OPT-6.7B at 2 and 5% (batch 8) change.
     "h200-pcie": HardwareProfile(
         name="h200-pcie", hbm_bandwidth=3.7e12, host_bandwidth_ce=55.0e9,
         host_bandwidth_sm=51.3e9, flops=788e12, sm_count=132, smem_per_sm=228 * KIB,
-        hbm_capacity=143771 * MIB, host_ram=128 * GIB, layer_overhead_s=31.2e-6, fused_layer_overhead_s=22.6e-6,
+        hbm_capacity=143771 * MIB, host_ram=128 * GIB, layer_overhead_s=16.9e-6, fused_layer_overhead_s=8.9e-6,
         unfused_op_overhead_s=5.2e-6, inplace_op_overhead_s=5.3e-6, copy_op_overhead_s=13.9e-6,
         attention_host_excess=0.53),
     # GH200 datasheet: 96 GB HBM3 at 4.0 TB/s, 900 GB/s NVLink-C2C (both host paths).

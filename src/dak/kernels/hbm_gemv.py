@@ -13,9 +13,10 @@ rows once and all tokens at once (BLOCK_N = 16 covers N), so no read is repeated
 batch, torch's F.linear otherwise. End to end (H200, B = 8, same call, `e2e-h6-*-s16-h200.json`)
 it cut TPOT at x = 0/1/2%: Llama-2-7B 4.38/4.39/4.45 -> 4.05/4.07/4.13 ms, Llama-3-8B
 4.64/4.66/4.65 -> 4.47/4.49/4.48, OPT-6.7B 4.72/5.37/5.63 -> 4.66/5.23/5.61.
-`swiglu_linear(x, w_gate_up)` ($DAK_GEMV_SILU=1, an experiment, off) computes a Llama MLP's
-SiLU(gate) * up in the fused gate/up GEMV's epilogue, each program reading matching gate and up
-rows: one launch fewer per layer. (Its first form computed SiLU(gate) * up on down_proj's input
+`swiglu_linear(x, w_gate_up)` (on with the GEMV; $DAK_GEMV_SILU=0 turns it off) computes a Llama
+MLP's SiLU(gate) * up in the fused gate/up GEMV's epilogue, each program reading matching gate and
+up rows: one launch fewer per layer (H200, B = 8, x = 0/1/2%, same call, `e2e-h10-*-s16-h200.json`:
+Llama-2-7B 3.98/4.00/4.06 -> 3.92/3.94/4.01 ms, Llama-3-8B 4.41/4.42/4.41 -> 4.35/4.36/4.36). (Its first form computed SiLU(gate) * up on down_proj's input
 loads instead: on the H200 5-6x slower than plain down_proj, 191-227 us against 33 us for
 Llama-3-8B's 4096 x 14336, TPOT 4.47 -> 10.61 ms, since the loads were then not pipelined.)
 `hbm_gemv(..., relu=True)` and `hbm_gemv(..., residual=r)` apply OPT's ReLU and residual add
@@ -268,10 +269,11 @@ def hbm_linear(x2: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, tun
 
 
 def gemv_silu_enabled() -> bool:
-    """$DAK_GEMV_SILU=1 (an experiment): a fused Llama-family layer whose gate and up projections
-    are one all-HBM ProjectionGroup computes SiLU(gate) * up in that GEMV's epilogue (swiglu_linear),
-    so the SiLU * up launch goes away (dak.runtime.fused); the same rounding as that launch."""
-    on = env_flag("DAK_GEMV_SILU", False)
+    """A fused Llama-family layer whose gate and up projections are one all-HBM ProjectionGroup
+    computes SiLU(gate) * up in that GEMV's epilogue (swiglu_linear), so the SiLU * up launch goes
+    away (dak.runtime.fused); the same rounding as that launch. On with the GEMV ($DAK_HBM_GEMV)
+    unless $DAK_GEMV_SILU=0."""
+    on = env_flag("DAK_GEMV_SILU", gemv_enabled())
     if on and not gemv_enabled():
         raise ValueError("DAK_GEMV_SILU=1 fuses SiLU * up into dak's GEMV, which DAK_HBM_GEMV=0 turns off: "
                          "unset DAK_HBM_GEMV, or unset DAK_GEMV_SILU")
