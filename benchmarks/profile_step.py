@@ -71,7 +71,7 @@ def profile_steps(engine: Engine, steps: int, top: int = 30, trace: str | None =
     from torch.profiler import ProfilerActivity, profile
     cuda = engine.device.type == "cuda"
     acts = [ProfilerActivity.CUDA] if cuda else [ProfilerActivity.CPU]
-    with profile(activities=acts) as prof:
+    with profile(activities=acts) as prof, torch.no_grad():  # as generate() runs it (the GEMV needs no autograd)
         for _ in range(steps):
             engine._step(Sampling())
         if cuda:
