@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh H14|H13|H11|H10|H9|H8|H7|H6|H5|H4|H3|H2|H1|G1|F12|F11|F10|F9|F8|F7|F6|F5|F4|F3|F2|F1|E2|E1|D3|D2|D1|C4|C3|C2|C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V
+#   bash benchmarks/h200_next.sh H15|H14|H13|H11|H10|H9|H8|H7|H6|H5|H4|H3|H2|H1|G1|F12|F11|F10|F9|F8|F7|F6|F5|F4|F3|F2|F1|E2|E1|D3|D2|D1|C4|C3|C2|C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -58,15 +58,23 @@ H13) # (not run yet; sixteenth session) the GPU files the sixteenth session did 
     step 200 python3 -u -m pytest -q -p no:cacheprovider tests/test_split_linear_large_n_gpu.py tests/test_kv_ahead.py
     ;;
 H14) # (not run yet; sixteenth session) the rows still below 0.9 x bound: OPT-6.7B at 1-5% (0.72-0.85) and Llama-2-7B
-    # at 5% (0.79). Where do their steps go (link busy / idle, copies' rates)? And the bound's HBM rate: the preset's
-    # 3.7 TB/s is below dak's GEMV on large matrices (OPT-30B all in HBM at 1.06 x bound): calibrate's HBM read rate
+    # at 5% (0.79). $DAK_CE_GEMV=1 (CPU-tested only): copy-engine operators' decode GEMMs (HBM rows, staged chunks)
+    # on dak's GEMV instead of cuBLAS: its GPU tests, then A/B at 5/10%; profiles of the slow rows
+    step 100 env DAK_CE_GEMV=1 python3 -u -m pytest -q -p no:cacheprovider tests/test_split_linear_gpu.py \
+        tests/test_copy_ahead_gpu.py
+    ab 75 DAK_CE_GEMV=1 e2e-h14 python3 -m dak bench e2e --models llama-2-7b,opt-6.7b --batch 8 --ratios 5,10 \
+        --systems dak-consolidated
     p="python3 benchmarks/profile_step.py --steps 2"
     step 90 $p --model opt-6.7b --ratios 0.01,0.02 --out "$OUT/step-opt-6.7b-h14.json" --trace "$OUT/trace-h14-opt"
     step 20 python3 benchmarks/trace_copies.py "$OUT/trace-h14-opt-x0.01.json" --steps 2
     rm -f "$OUT"/trace-h14-opt*.json
     step 60 $p --model llama-2-7b --ratios 0.05 --out "$OUT/step-llama-2-7b-h14.json"
-    step 150 python3 -m dak calibrate --model llama-2-7b --no-tune --prompt-len 32 --gen-len 32 --no-progress \
-        --out "$OUT/profile-llama-2-7b-h14.json"
+    ;;
+H15) # (not run yet; sixteenth session) the bound's HBM rate: the preset's 3.7 TB/s (cuBLAS's GEMV when measured) is
+    # below dak's GEMV on large matrices (OPT-30B all in HBM at 1.06 x bound). calibrate's HBM read rate at the e2e
+    # workload, to re-base the preset on (then the table again)
+    step 200 python3 -m dak calibrate --model llama-2-7b --no-tune --prompt-len 32 --gen-len 32 --no-progress \
+        --out "$OUT/profile-llama-2-7b-h15.json"
     ;;
 H11) # (ran: sixteenth session) H10: SiLU * up in the gate/up GEMV's epilogue is 1.2-1.5% faster: the default now, and the
     # preset's per-layer overheads are refitted to the GEMV step (fused Llama 8.9 us, was 22.6; OPT 16.9, was 31.2).

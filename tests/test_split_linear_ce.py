@@ -50,6 +50,23 @@ def test_hbm_rows_by_cublas_with_all_host_rows_staged(m, m_h, n):
         _case(m, 40 + i, n, m_h, 1.0, 3, dtype, bias=i == 0, seed=m + n + i, cublas=True)
 
 
+@pytest.mark.parametrize("m,m_h,n", [(83, 50, 5), (45, 45, 1), (61, 0, 16), (77, 3, 17)])
+def test_ce_gemms_by_the_gemv(m, m_h, n, monkeypatch):
+    """$DAK_CE_GEMV=1: at 1-16 tokens the staged chunks and the HBM rows run dak's GEMV, written
+    into the output's column slices; 17 tokens keep cuBLAS. Both against the fp32 reference."""
+    import dak.kernels.split_linear_ce as ce
+    calls = []
+    real = ce.hbm_gemv
+    monkeypatch.setattr(ce, "hbm_gemv", lambda *a, **kw: calls.append(a[1].shape[0]) or real(*a, **kw))
+    monkeypatch.setenv("DAK_CE_GEMV", "1")
+    with torch.no_grad():
+        for i, dtype in enumerate((torch.bfloat16, torch.float16)):
+            _case(m, 40 + i, n, m_h, 1.0, 3, dtype, bias=i == 0, seed=m + n + i, cublas=True)
+    chunk_rows = sum(hi - lo for lo, hi in ce_plan(KernelConfig(block_m=16, ce_share=1.0, ce_chunks=3,
+                                                               hbm_cublas=True), m_h, m - m_h, 4).chunks)
+    assert sum(calls) == (0 if n > 16 else 2 * (chunk_rows + (m - m_h))), calls
+
+
 def test_hbm_cublas_needs_every_host_row_staged():
     with pytest.raises(ValueError, match="hbm_cublas needs ce_share=1"):
         KernelConfig(ce_share=0.5, hbm_cublas=True)

@@ -86,6 +86,13 @@ def ce_hbm_cublas() -> bool:
     return env_flag("DAK_CE_HBM_CUBLAS", True)
 
 
+def ce_gemv_enabled() -> bool:
+    """$DAK_CE_GEMV=1 (an experiment, off until measured on the GPU): a copy-engine operator's
+    decode-batch GEMMs (its HBM rows and each staged chunk) run dak's all-HBM GEMV
+    (dak.kernels.hbm_gemv) instead of cuBLAS, as the all-HBM linears do by default."""
+    return env_flag("DAK_CE_GEMV", False)
+
+
 def copy_stream_count() -> int:
     """Copy streams of the copy-ahead chain: 1, or $DAK_COPY_STREAMS (1 or 2) for experiments."""
     return _env_int("DAK_COPY_STREAMS", 1, 1, 2)

@@ -31,9 +31,10 @@ import torch
 
 from dak.kernels.buffers import shared_buffer
 from dak.kernels.config import KernelConfig, cdiv, finalize
+from dak.kernels.hbm_gemv import config_for, gemv_applies, hbm_gemv
 from dak.kernels.split_linear import check_split_args, split_linear
 from dak.kernels.streams import fork, join, side_stream
-from dak.shares import ce_fork_enabled
+from dak.shares import ce_fork_enabled, ce_gemv_enabled
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,11 @@ def _padded_rows(w: torch.Tensor, lo: int, hi: int) -> torch.Tensor:
 
 def _gemm_into(out: torch.Tensor, x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None) -> None:
     """out = x @ w^T + bias by torch's GEMM, straight into `out` (a column slice of the output:
-    cuBLAS writes it with the full row stride, no temporary)."""
+    cuBLAS writes it with the full row stride, no temporary); with $DAK_CE_GEMV=1 at a decode
+    batch by dak's GEMV (heuristic config), which writes the slice the same way."""
+    if ce_gemv_enabled() and gemv_applies(x):
+        hbm_gemv(x, w, bias, config_for(x, w, bias, tune=False), out=out)
+        return
     if bias is None:
         torch.mm(x, w.t(), out=out)
     else:
