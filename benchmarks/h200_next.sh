@@ -58,12 +58,16 @@ H13) # (not run yet; sixteenth session) the GPU files the sixteenth session did 
     step 200 python3 -u -m pytest -q -p no:cacheprovider tests/test_split_linear_large_n_gpu.py tests/test_kv_ahead.py
     ;;
 H14) # (not run yet; sixteenth session) the rows still below 0.9 x bound: OPT-6.7B at 1-5% (0.72-0.85) and Llama-2-7B
-    # at 5% (0.79). $DAK_CE_GEMV=1 (CPU-tested only): copy-engine operators' decode GEMMs (HBM rows, staged chunks)
-    # on dak's GEMV instead of cuBLAS: its GPU tests, then A/B at 5/10%; profiles of the slow rows
-    step 100 env DAK_CE_GEMV=1 python3 -u -m pytest -q -p no:cacheprovider tests/test_split_linear_gpu.py \
-        tests/test_copy_ahead_gpu.py
-    ab 75 DAK_CE_GEMV=1 e2e-h14 python3 -m dak bench e2e --models llama-2-7b,opt-6.7b --batch 8 --ratios 5,10 \
+    # at 5% (0.79). Two experiments, CPU-tested only: $DAK_CE_GEMV=1 (copy-engine operators' decode GEMMs, HBM rows
+    # and staged chunks, on dak's GEMV instead of cuBLAS) and $DAK_SPLIT_GEMV_TILES=1 (in-place split kernels'
+    # untuned decode configs take the GEMV's tiles and one HBM program per row tile). Their GPU tests (both on), A/B
+    # where each applies (CE: 5/10%; in place: 1/2%), then profiles of the slow rows
+    step 110 env DAK_CE_GEMV=1 DAK_SPLIT_GEMV_TILES=1 python3 -u -m pytest -q -p no:cacheprovider \
+        tests/test_split_linear_gpu.py tests/test_copy_ahead_gpu.py
+    ab 70 DAK_CE_GEMV=1 e2e-h14 python3 -m dak bench e2e --models llama-2-7b,opt-6.7b --batch 8 --ratios 5,10 \
         --systems dak-consolidated
+    step 50 env DAK_SPLIT_GEMV_TILES=1 python3 -m dak bench e2e --models llama-2-7b,opt-6.7b --batch 8 --ratios 1,2 \
+        --systems dak-consolidated --out "$OUT/e2e-h14-split-gemv-tiles.json"  # default at 1/2%: H11 (or rerun)
     p="python3 benchmarks/profile_step.py --steps 2"
     step 90 $p --model opt-6.7b --ratios 0.01,0.02 --out "$OUT/step-opt-6.7b-h14.json" --trace "$OUT/trace-h14-opt"
     step 20 python3 benchmarks/trace_copies.py "$OUT/trace-h14-opt-x0.01.json" --steps 2

@@ -153,3 +153,34 @@ def test_large_n_keeps_pipelined_chunks():
     big = heuristic_config(512, 640, 3456, 512, 132, False)
     assert big.ce_share == 1.0 and big.hbm_cublas and big.ce_chunks == LARGE_N_CE_CHUNKS > 1
     assert heuristic_config(8, 640, 3456, 512, 132, False).ce_chunks == 1
+
+
+def test_gemv_tiles_for_in_place_decode_configs(monkeypatch):
+    """$DAK_SPLIT_GEMV_TILES=1: an in-place decode config (<= 16 tokens, host share under the
+    copy-engine threshold) takes the all-HBM GEMV's tiles for its HBM rows and one HBM program per
+    row tile; copy-engine, wider-token and prefill configs keep theirs. The kernel on such a config
+    (odd K, split-K host side) matches the reference."""
+    from dak.kernels.config import heuristic_config
+    from dak.kernels.hbm_gemv import heuristic
+    monkeypatch.delenv("DAK_SPLIT_GEMV_TILES", raising=False)
+    off = heuristic_config(8, 64, 16320, 4096, 132, False)
+    assert off.ce_share == 0.0 and off.hbm_programs <= 2 * 132
+    monkeypatch.setenv("DAK_SPLIT_GEMV_TILES", "1")
+    on = heuristic_config(8, 64, 16320, 4096, 132, False)
+    g = heuristic(16320, 4096)
+    assert (on.block_m, on.block_k, on.num_stages) == (g.block_m, g.block_k, g.num_stages) != (
+        off.block_m, off.block_k, off.num_stages)
+    assert on.hbm_programs == -(-16320 // g.block_m) and on.host_split_k > 1
+    for args in ((8, 640, 3456, 512), (17, 64, 16320, 4096), (512, 64, 16320, 4096)):  # CE, 17 tokens, prefill
+        with_flag = heuristic_config(*args, 132, False)
+        monkeypatch.delenv("DAK_SPLIT_GEMV_TILES")
+        assert with_flag == heuristic_config(*args, 132, False), args
+        monkeypatch.setenv("DAK_SPLIT_GEMV_TILES", "1")
+    n, m, k, m_h = 5, 300, 200, 3
+    cfg = heuristic_config(n, m_h, m - m_h, k, 4, False)
+    assert cfg.ce_share == 0.0 and cfg.block_k == 256
+    for i, dtype in enumerate((torch.bfloat16, torch.float16)):
+        x, wh, wg, b, ref = split_inputs(m, k, n, m_h, dtype, i == 0, 40 + i)
+        out = poisoned(n, m, dtype)
+        split_linear(x, wh.tensor, wg, b, cfg, out=out)
+        check(out, ref, dtype, f"gemv tiles {cfg} {dtype}")

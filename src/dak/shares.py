@@ -93,6 +93,15 @@ def ce_gemv_enabled() -> bool:
     return env_flag("DAK_CE_GEMV", False)
 
 
+def split_gemv_tiles_enabled() -> bool:
+    """$DAK_SPLIT_GEMV_TILES=1 (an experiment, off until measured on the GPU): untuned decode
+    configs of the in-place split kernel (1-16 tokens, no copy engine) take the all-HBM GEMV's
+    tiles for their HBM rows' shape (dak.kernels.hbm_gemv.heuristic: 32-64 rows x 128-256 columns,
+    3-6 stages; the split kernel's own heuristic uses 16-32 x 256 x 3) and one HBM program per row
+    tile, as that GEMV launches, instead of a persistent grid of 2 x SMs."""
+    return env_flag("DAK_SPLIT_GEMV_TILES", False)
+
+
 def copy_stream_count() -> int:
     """Copy streams of the copy-ahead chain: 1, or $DAK_COPY_STREAMS (1 or 2) for experiments."""
     return _env_int("DAK_COPY_STREAMS", 1, 1, 2)

@@ -11,6 +11,8 @@ from dataclasses import dataclass, replace
 
 from dak.runtime_env import interpreting
 from dak.shares import LINK_BOUND_SHARE, ce_chunks_default, ce_hbm_cublas, ce_min_share  # noqa: F401 -- re-exported for the launchers
+from dak.kernels.hbm_gemv import heuristic as gemv_heuristic
+from dak.shares import split_gemv_tiles_enabled
 
 MAX_DECODE_TOKENS = 64  # up to this many tokens, one program covers all of them: no re-reads
 MAX_SPLIT_ITEMS = 256  # host split-K only pays when host row tiles are few; caps its workspace
@@ -153,20 +155,25 @@ def heuristic_config(n_tokens: int, m_host: int, m_hbm: int, k: int, sms: int, t
         block_m = max(block_m, 32)
     if interpreting():  # the CPU interpreter pays per tile iteration: fewer, larger tiles
         block_m = 64
-    split, host_tiles, k_iters = 1, cdiv(m_host, block_m), cdiv(k, pick_block_k(k))
+    block_k, stages, hbm_programs = pick_block_k(k), 3 if block_n <= 32 else 2, 2 * sms
     many = n_tokens > MAX_DECODE_TOKENS  # prefill / large batch: cuBLAS GEMMs, host rows staged
     ce = many or m_host > ce_min_share() * m_total  # every host row staged by the copy engine
+    if block_n == 16 and not ce and m_hbm and split_gemv_tiles_enabled():
+        g = gemv_heuristic(m_hbm, k)
+        block_m, block_k, stages = g.block_m, min(g.block_k, block_k), g.num_stages
+        hbm_programs = cdiv(m_hbm, block_m)  # one row tile each, as the GEMV launches
+    split, host_tiles, k_iters = 1, cdiv(m_host, block_m), cdiv(k, block_k)
     while host_tiles and host_tiles * split < 16 and 2 * split <= min(8, k_iters // 2):
         split *= 2  # few host row tiles: split their reduction so more programs read the link
     cfg = KernelConfig(
         host_split_k=split,
         block_m=block_m,
         block_n=block_n,
-        block_k=pick_block_k(k),
+        block_k=block_k,
         num_warps=4,
-        num_stages=3 if block_n <= 32 else 2,
+        num_stages=stages,
         host_programs=16,
-        hbm_programs=2 * sms,
+        hbm_programs=hbm_programs,
         host_tma=False,
         hbm_tma=False,
         ce_share=1.0 if ce else 0.0,

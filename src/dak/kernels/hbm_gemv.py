@@ -16,8 +16,8 @@ it cut TPOT at x = 0/1/2%: Llama-2-7B 4.38/4.39/4.45 -> 4.05/4.07/4.13 ms, Llama
 `swiglu_linear(x, w_gate_up)` (on with the GEMV; $DAK_GEMV_SILU=0 turns it off) computes a Llama
 MLP's SiLU(gate) * up in the fused gate/up GEMV's epilogue, each program reading matching gate and
 up rows: one launch fewer per layer (H200, B = 8, x = 0/1/2%, same call, `e2e-h10-*-s16-h200.json`:
-Llama-2-7B 3.98/4.00/4.06 -> 3.92/3.94/4.01 ms, Llama-3-8B 4.41/4.42/4.41 -> 4.35/4.36/4.36). (Its first form computed SiLU(gate) * up on down_proj's input
-loads instead: on the H200 5-6x slower than plain down_proj, 191-227 us against 33 us for
+Llama-2-7B 3.98/4.00/4.06 -> 3.92/3.94/4.01 ms, Llama-3-8B 4.41/4.42/4.41 -> 4.35/4.36/4.36).
+(Its first form computed SiLU(gate) * up on down_proj's input loads instead: on the H200 5-6x slower than plain down_proj, 191-227 us against 33 us for
 Llama-3-8B's 4096 x 14336, TPOT 4.47 -> 10.61 ms, since the loads were then not pipelined.)
 `hbm_gemv(..., relu=True)` and `hbm_gemv(..., residual=r)` apply OPT's ReLU and residual add
 in the epilogue (dak.runtime.fused_opt). Configs: `heuristic(M, K)` (from the H200 sweep), or
@@ -25,8 +25,10 @@ with tune=True a short graph-timed sweep (cuBLAS one of its candidates) cached o
 (GPU, dtype, N, M, K, bias); the epilogue forms take the plain product's config (SwiGLU with
 half its rows per program).
 
-Shapes and dtypes: x (N, K) contiguous, w (M, K) with unit column stride, bias (M,) or None; all
-bf16 or all fp16, fp32 accumulation; out (N, M) with unit column stride.
+Shapes and dtypes: x (N, K) with unit column stride, w (M, K) with unit column stride (2M rows
+for SwiGLU), bias (M,) or None; all bf16 or all fp16, fp32 accumulation; out (N, M) with unit
+column stride (a column slice of a wider output is fine). dak.kernels.split_linear_ce uses it
+for copy-engine operators' GEMMs under $DAK_CE_GEMV=1.
 """
 
 from __future__ import annotations
