@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh H15|H14|H13|H11|H10|H9|H8|H7|H6|H5|H4|H3|H2|H1|G1|F12|F11|F10|F9|F8|F7|F6|F5|F4|F3|F2|F1|E2|E1|D3|D2|D1|C4|C3|C2|C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V
+#   bash benchmarks/h200_next.sh H16|H15|H14|H13|H11|H10|H9|H8|H7|H6|H5|H4|H3|H2|H1|G1|F12|F11|F10|F9|F8|F7|F6|F5|F4|F3|F2|F1|E2|E1|D3|D2|D1|C4|C3|C2|C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -73,6 +73,14 @@ H14) # (not run yet; sixteenth session) the rows still below 0.9 x bound: OPT-6.
     step 20 python3 benchmarks/trace_copies.py "$OUT/trace-h14-opt-x0.01.json" --steps 2
     rm -f "$OUT"/trace-h14-opt*.json
     step 60 $p --model llama-2-7b --ratios 0.05 --out "$OUT/step-llama-2-7b-h14.json"
+    ;;
+H16) # (not run yet; sixteenth session) $DAK_OPT_QSCALE=1 (CPU-tested only): OPT's q scaling as an epilogue of the fused
+    # q/k/v GEMV, the layer calling the attention itself (HF's OPTAttention multiplies q in a launch of its own): one
+    # launch fewer a layer on OPT, whose all-HBM step is 0.87 x bound (Llama 0.93-0.94). Its GPU test, then A/B
+    step 80 python3 -u -m pytest -q -p no:cacheprovider tests/test_runtime_gpu.py -k "fused_projection and opt"
+    step 40 python3 -u -m pytest -q -p no:cacheprovider tests/test_hbm_gemv_gpu.py
+    ab 110 DAK_OPT_QSCALE=1 e2e-h16 python3 -m dak bench e2e --models opt-6.7b,opt-30b --batch 8 --ratios 0,1,2 \
+        --systems dak-consolidated
     ;;
 H15) # (not run yet; sixteenth session) the bound's HBM rate: the preset's 3.7 TB/s (cuBLAS's GEMV when measured) is
     # below dak's GEMV on large matrices (OPT-30B all in HBM at 1.06 x bound). calibrate's HBM read rate at the e2e

@@ -162,6 +162,31 @@ def test_swiglu_gemv_equals_gemv_then_silu_mul(dtype, n, k, m, bias, cfg):
         hbm_gemv(x, w, b, cfg, swiglu=True, out=torch.empty(n, 2 * m, dtype=dtype, device=DEV))
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("cfg", [GemvConfig(16, 32, 2), None, GemvConfig(backend="cublas")])
+def test_scale_rows_epilogue_equals_the_eager_multiply(dtype, cfg):
+    """OPT's q scaling as an epilogue over the first r output columns: bit for bit the plain GEMV
+    (same config) with those columns multiplied by torch afterwards, as HF's `q_proj(h) * scaling`."""
+    g = torch.Generator().manual_seed(7)
+    x = torch.randn(5, 72, generator=g).to(dtype).to(DEV)
+    w = (torch.randn(90, 72, generator=g) * 0.2).to(dtype).to(DEV)
+    b = torch.randn(90, generator=g).to(dtype).to(DEV)
+    out = torch.full((5, 90), float("nan"), dtype=dtype, device=DEV)
+    got = hbm_gemv(x, w, b, cfg, out=out, scale_rows=(30, 72 ** -0.5))
+    want = hbm_gemv(x, w, b, cfg)
+    want[:, :30] *= 72 ** -0.5
+    assert got is out and not got.isnan().any() and torch.equal(got[:, 30:], want[:, 30:])
+    if dtype == torch.bfloat16 and interpreting() and (cfg is None or cfg.backend == "triton"):
+        # Triton's interpreter rounds fp32 -> bf16 toward zero (the GPU and torch: to nearest)
+        assert ((got.float() - want.float()).abs() <= want.float().abs() * 2.0 ** -7 + 1e-6).all()
+    else:
+        assert torch.equal(got, want)
+    with pytest.raises(ValueError, match="scale_rows needs"):
+        hbm_gemv(x, w, b, cfg, scale_rows=(91, 0.5))
+    with pytest.raises(ValueError, match="scale_rows needs"):
+        hbm_gemv(x, w, b, cfg, scale_rows=(30, 0.5), relu=True)
+
+
 def test_swiglu_linear_switches_and_fallbacks(monkeypatch):
     """On by default, off with $DAK_GEMV_SILU=0 or (unset) with the GEMV off; $DAK_GEMV_SILU=1 with
     DAK_HBM_GEMV=0 is an error saying what to unset; a prefill batch or an odd row count: None

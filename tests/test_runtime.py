@@ -229,6 +229,30 @@ def test_hbm_gemv_decode_matches_hf(checkpoints, family, extra, monkeypatch):
     model.dak_free()
 
 
+@pytest.mark.parametrize("ratio", [0.0, 0.3])
+def test_opt_q_scaling_in_the_qkv_gemv_matches_hf(checkpoints, ratio, monkeypatch):
+    """$DAK_OPT_QSCALE=1: OPT layers whose q/k/v are one all-HBM group compute q's scaling in that
+    GEMV's epilogue and call the attention themselves (prefill of <= 16 tokens and decode); at 0.3
+    layers with host rows in q/k/v keep HF's attention. HF's greedy tokens (or its ties)."""
+    import dak.kernels.hbm_gemv as hg
+    import dak.runtime.fused_opt as fo
+    monkeypatch.setenv("DAK_OPT_QSCALE", "1")
+    scaled = []
+    real = hg.hbm_gemv
+    monkeypatch.setattr(fo, "hbm_gemv", lambda *a, **kw: scaled.append(kw.get("scale_rows")) or real(*a, **kw))
+    hf, path = checkpoints["tiny-opt"]
+    steps = 10
+    model = dak.offload(path, batch=2, max_len=PROMPT + steps, host_ratio=ratio, dtype=DTYPE, tune=False)
+    ids = torch.randint(3, hf.config.vocab_size, (2, PROMPT), generator=torch.Generator().manual_seed(8))
+    seq = model.generate(ids, max_new_tokens=steps)
+    heads = hf.config.num_attention_heads
+    want = (hf.config.hidden_size, (hf.config.hidden_size // heads) ** -0.5)
+    assert any(r == want for r in scaled) if ratio == 0.0 else True, scaled[:3]
+    assert all(r is None or r == want for r in scaled)
+    assert _check_tokens(hf, seq, steps) >= 2 * steps - 1
+    model.dak_free()
+
+
 @pytest.mark.parametrize("family,ratio", [("tiny-llama", 0.0), ("tiny-qwen2", 0.3), ("tiny-mistral", 1.0)])
 def test_rotary_with_the_kv_append_matches_hf(checkpoints, family, ratio, monkeypatch):
     """By default ($DAK_ROTARY_KV unset) each decode step rotates q and k inside the KV append's launch (host

@@ -145,17 +145,19 @@ def test_forked_or_eager_steps_give_the_same_tokens(checkpoints, tmp_path, monke
 
 
 @pytest.mark.parametrize("family", FAMILIES)
-@pytest.mark.parametrize("gemv", ["0", "1", "silu", "opt"])
+@pytest.mark.parametrize("gemv", ["0", "1", "silu", "opt", "qscale"])
 def test_fused_projection_graphs_match_hf_eager(checkpoints, family, gemv, monkeypatch):
     """All-HBM q/k/v and gate/up multiplied as one matrix (dak.nn.fused_proj) inside the decode
     graphs: HF's greedy tokens (or its ties), as without fusion; also with every all-HBM linear
     on dak's GEMV kernel ($DAK_HBM_GEMV=1), with SiLU * up in the gate/up GEMV's epilogue ($DAK_GEMV_SILU=1),
-    and with OPT's layers fused ($DAK_FUSED_OPT=1: add + LayerNorm, ReLU and residual epilogues)."""
-    if gemv == "opt" and family != "tiny-opt":
-        pytest.skip("$DAK_FUSED_OPT changes OPT layers only")
+    and with OPT's layers fused ($DAK_FUSED_OPT=1: add + LayerNorm, ReLU and residual epilogues;
+    "qscale": with q's scaling in the q/k/v GEMV's epilogue too, $DAK_OPT_QSCALE=1)."""
+    if gemv in ("opt", "qscale") and family != "tiny-opt":
+        pytest.skip("$DAK_FUSED_OPT and $DAK_OPT_QSCALE change OPT layers only")
+    monkeypatch.setenv("DAK_OPT_QSCALE", "1" if gemv == "qscale" else "0")
     monkeypatch.setenv("DAK_HBM_GEMV", "0" if gemv == "0" else "1")
     monkeypatch.setenv("DAK_GEMV_SILU", "1" if gemv == "silu" else "0")
-    monkeypatch.setenv("DAK_FUSED_OPT", "1" if gemv == "opt" else "0")
+    monkeypatch.setenv("DAK_FUSED_OPT", "1" if gemv in ("opt", "qscale") else "0")
     hf, path = checkpoints[family]
     steps = 32
     model = dak.offload(path, batch=2, max_len=PROMPT + steps, host_ratio=0.0, dtype=torch.float16, tune=False,

@@ -105,13 +105,14 @@ def _mma(x, w, acc, DOT_F32: tl.constexpr):
 
 
 @triton.jit
-def _gemv(x_ptr, w_ptr, b_ptr, r_ptr, y_ptr, N, M, K, stride_xn, stride_wm, stride_rn, stride_yn,
+def _gemv(x_ptr, w_ptr, b_ptr, r_ptr, y_ptr, N, M, K, stride_xn, stride_wm, stride_rn, stride_yn, SCALE_M, SCALE,
           HAS_BIAS: tl.constexpr, SWIGLU: tl.constexpr, RELU: tl.constexpr, HAS_RES: tl.constexpr,
+          HAS_SCALE: tl.constexpr,
           EVEN_M: tl.constexpr, EVEN_K: tl.constexpr,
           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, DOT_F32: tl.constexpr):
     """Y[:, rows] for this program's BLOCK_M rows of W, every token at once, all of K. SWIGLU: W
     has 2M rows (gate, then up) and Y[:, j] = silu(gate_j) * up_j, this program reading its
-    BLOCK_M gate rows and the matching up rows."""
+    BLOCK_M gate rows and the matching up rows. HAS_SCALE: rows < SCALE_M times SCALE (OPT's q)."""
     offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
     offs_k = tl.arange(0, BLOCK_K)
@@ -136,8 +137,10 @@ def _gemv(x_ptr, w_ptr, b_ptr, r_ptr, y_ptr, N, M, K, stride_xn, stride_wm, stri
         if SWIGLU:
             acc_u += tl.load(b_ptr + M + offs_m, mask=mask_m, other=0.0).to(tl.float32)[None, :]
     mask = mask_n[:, None] & mask_m[None, :]
-    if RELU or HAS_RES or SWIGLU:  # on the linear's output rounded as F.linear rounds it, as the eager ops see it
+    if RELU or HAS_RES or SWIGLU or HAS_SCALE:  # on the output rounded as F.linear rounds it, as eager ops see it
         acc = acc.to(y_ptr.dtype.element_ty).to(tl.float32)
+        if HAS_SCALE:
+            acc = tl.where((offs_m < SCALE_M)[None, :], acc * SCALE, acc)
         if SWIGLU:  # round(round(silu(gate)) * round(up)), as dak.kernels.fused_layer.silu_mul
             acc = (acc / (1.0 + tl.exp(-acc))).to(y_ptr.dtype.element_ty).to(tl.float32)
             acc = acc * acc_u.to(y_ptr.dtype.element_ty).to(tl.float32)
@@ -171,12 +174,15 @@ def check_gemv_args(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None,
 def hbm_gemv(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None,
              cfg: GemvConfig | None = None, out: torch.Tensor | None = None,
              swiglu: bool = False, relu: bool = False,
-             residual: torch.Tensor | None = None) -> torch.Tensor:
+             residual: torch.Tensor | None = None, scale_rows: tuple[int, float] | None = None) -> torch.Tensor:
     """x @ w.T (+ bias) by the Triton kernel (or cuBLAS where cfg.backend says so). `swiglu`: w
     (and bias) hold a gate then an up projection of M rows each; returns silu_mul(gate, up), (N, M).
-    `relu`: relu of the (rounded) product; `residual` (N, M): residual + the (rounded) product,
-    rounded as the eager ops round them."""
+    `relu`: relu of the (rounded) product; `residual` (N, M): residual + the (rounded) product;
+    `scale_rows` (r, s): output columns [0, r) times s (OPT's q in a fused q/k/v), each rounded as
+    the eager ops round them."""
     check_gemv_args(x, w, bias, out if not swiglu else None)
+    if scale_rows is not None and (swiglu or relu or residual is not None or not 0 <= scale_rows[0] <= w.shape[0]):
+        raise ValueError(f"scale_rows needs 0 <= rows <= {w.shape[0]} (got {scale_rows[0]}) and no other epilogue")
     if swiglu and (w.shape[0] % 2 or relu or residual is not None):
         raise ValueError(f"swiglu needs w with an even number of rows (gate then up), got {w.shape[0]}, and no "
                          "relu or residual epilogue")
@@ -195,15 +201,18 @@ def hbm_gemv(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None,
     if m == 0:
         return out
     if cfg.backend == "cublas":
-        if not swiglu and not relu and residual is None:
+        if not swiglu and not relu and residual is None and scale_rows is None:
             return torch.addmm(bias, x, w.t(), out=out) if bias is not None else torch.mm(x, w.t(), out=out)
         y = F.linear(x, w, bias)
         y = silu_mul(y[:, :m], y[:, m:]) if swiglu else torch.relu(y) if relu else y
+        if scale_rows is not None:
+            y[:, :scale_rows[0]] *= scale_rows[1]
         return out.copy_(residual + y if residual is not None else y)
     r = residual if residual is not None else out
     _gemv[(triton.cdiv(m, cfg.block_m),)](
         x, w, bias if bias is not None else w, r, out, n, m, k, x.stride(0), w.stride(0), r.stride(0),
-        out.stride(0), HAS_BIAS=bias is not None, SWIGLU=swiglu, RELU=relu, HAS_RES=residual is not None,
+        out.stride(0), *(scale_rows or (0, 1.0)), HAS_BIAS=bias is not None, SWIGLU=swiglu, RELU=relu,
+        HAS_RES=residual is not None, HAS_SCALE=scale_rows is not None,
         EVEN_M=m % cfg.block_m == 0, EVEN_K=k % cfg.block_k == 0, BLOCK_M=cfg.block_m, BLOCK_N=MAX_TOKENS,
         BLOCK_K=cfg.block_k, DOT_F32=interpreting(), num_warps=cfg.num_warps, num_stages=cfg.num_stages,
         enable_fp_fusion=not swiglu and residual is None)

@@ -8,6 +8,11 @@ Llama layers of dak.runtime.fused do not pay. Here the first add and the LayerNo
 launches to one. Each rounds where the eager code rounds. Outside those cases the layer runs
 HF's own ops in HF's order. Measured (H200, OPT-6.7B, B = 8, GEMV on, same call, sixteenth
 session): TPOT at x = 0/1/2% 4.66/5.23/5.61 -> 4.43/5.12/5.57 ms.
+
+`$DAK_OPT_QSCALE=1` (an experiment, off until measured on the GPU): HF's OPT attention multiplies
+q by its scaling in a launch of its own; where q/k/v are one all-HBM ProjectionGroup and the "dak"
+attention runs, the layer computes the fused product with q's scaling as the GEMV's epilogue
+(rounded as HF rounds) and calls the attention itself: one launch fewer a layer.
 """
 
 from __future__ import annotations
@@ -17,7 +22,9 @@ from torch import nn
 
 from dak.kernels.fused_layer import add_layer_norm
 from dak.kernels.hbm_gemv import config_for, gemv_applies, hbm_gemv
+from dak.nn.fused_proj import ProjectionGroup
 from dak.nn.split_linear import whole_hbm_weight
+from dak.runtime.kv import ATTN_NAME, dak_attention
 from dak.runtime_env import env_flag, interpreting
 
 
@@ -61,8 +68,42 @@ def opt_layer_forward(self, hidden_states, attention_mask=None, use_cache=False,
     ln1, ln2 = self.self_attn_layer_norm, self.final_layer_norm
     if self.training or not (hidden_states.is_cuda or interpreting()) or hidden_states.dtype != ln2.weight.dtype:
         return type(self).forward(self, hidden_states, attention_mask=attention_mask, use_cache=use_cache, **kwargs)
-    h = self.self_attn(hidden_states=ln1(hidden_states), attention_mask=attention_mask, **kwargs)[0]
+    h = _attention(self.self_attn, ln1(hidden_states), attention_mask, kwargs)
     residual, h = add_layer_norm(h, hidden_states, ln2.weight, ln2.bias, ln2.eps)
     shape = residual.shape
     r2, h2 = residual.reshape(-1, shape[-1]), h.reshape(-1, shape[-1])
     return _fc_residual(self, _fc_relu(self, h2), r2).view(shape)
+
+
+def opt_qscale_enabled() -> bool:
+    """$DAK_OPT_QSCALE=1: q's scaling as the fused q/k/v GEMV's epilogue (see the module doc)."""
+    return env_flag("DAK_OPT_QSCALE", False)
+
+
+def _qkv_group(attn) -> ProjectionGroup | None:
+    """The ProjectionGroup holding exactly q, k and v of `attn`, in that order, or None."""
+    parts = [getattr(getattr(attn, n, None), "_group", None) for n in ("q_proj", "k_proj", "v_proj")]
+    if any(p is None for p in parts) or not isinstance(parts[0][0], ProjectionGroup):
+        return None
+    group = parts[0][0]
+    ok = all(p[0] is group and p[1] == i for i, p in enumerate(parts)) and len(group.bounds) == 3
+    return group if ok else None
+
+
+def _attention(attn, h: torch.Tensor, attention_mask, kwargs: dict) -> torch.Tensor:
+    """HF's OPTAttention output for `h`, with q's scaling in the q/k/v GEMV's epilogue where
+    opt_qscale_enabled() and it applies (decode, the "dak" attention, no HF cache); else HF's."""
+    group = _qkv_group(attn) if opt_qscale_enabled() else None
+    h2 = h.reshape(-1, h.shape[-1])
+    if (group is None or getattr(attn.config, "_attn_implementation", None) != ATTN_NAME or h.dim() != 3
+            or kwargs.get("cache") is not None or kwargs.get("past_key_values") is not None
+            or not gemv_applies(h2) or h2.dtype != group.weight.dtype or h2.shape[1] != group.weight.shape[1]):
+        return attn(hidden_states=h, attention_mask=attention_mask, **kwargs)[0]
+    b, t, _ = h.shape
+    rows_q = group.bounds[0][1]
+    y = hbm_gemv(h2, group.weight, group.bias, config_for(h2, group.weight, group.bias, group.tune),
+                 scale_rows=(rows_q, attn.scaling))
+    q, k, v = (y[:, lo:hi].reshape(b, t, -1, attn.head_dim).transpose(1, 2) for lo, hi in group.bounds)
+    extra = {n: a for n, a in kwargs.items() if n not in ("cache", "past_key_values", "output_attentions")}
+    out, _ = dak_attention(attn, q, k, v, attention_mask, scaling=1.0, dropout=0.0, **extra)
+    return attn.out_proj(out.reshape(b, t, -1).contiguous())
