@@ -66,8 +66,8 @@ H14) # (not run yet; sixteenth session) the rows still below 0.9 x bound: OPT-6.
         tests/test_split_linear_gpu.py tests/test_copy_ahead_gpu.py
     ab 70 DAK_CE_GEMV=1 e2e-h14 python3 -m dak bench e2e --models llama-2-7b,opt-6.7b --batch 8 --ratios 5,10 \
         --systems dak-consolidated
-    step 50 env DAK_SPLIT_GEMV_TILES=1 python3 -m dak bench e2e --models llama-2-7b,opt-6.7b --batch 8 --ratios 1,2 \
-        --systems dak-consolidated --out "$OUT/e2e-h14-split-gemv-tiles.json"  # default at 1/2%: H11 (or rerun)
+    ab 50 DAK_SPLIT_GEMV_TILES=1 e2e-h14-inplace python3 -m dak bench e2e --models llama-2-7b,opt-6.7b --batch 8 \
+        --ratios 1,2 --systems dak-consolidated
     p="python3 benchmarks/profile_step.py --steps 2"
     step 90 $p --model opt-6.7b --ratios 0.01,0.02 --out "$OUT/step-opt-6.7b-h14.json" --trace "$OUT/trace-h14-opt"
     step 20 python3 benchmarks/trace_copies.py "$OUT/trace-h14-opt-x0.01.json" --steps 2
