@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import math
 
@@ -31,13 +32,18 @@ def dak_rows(rows: list[dict], batch: int, system: str) -> list[dict]:
     return sorted(keep, key=lambda r: (r["model"], r["x_req"]))
 
 
+@functools.lru_cache(maxsize=None)
+def _spec(model: str):
+    return load_spec(model)  # one read of the model's config per run, not one per row and rate
+
+
 def bound_at(row: dict, rate: float | None, hardware: str = "h200-pcie") -> float:
     """The row's roofline bound with the profile's HBM rate replaced by `rate` (None: as it is)."""
     profile = get_profile(hardware)
     if rate is not None:
         profile = dataclasses.replace(profile, hbm_bandwidth=rate)
     w = Workload("decode", row["batch"], row["prompt_len"], row["gen_len"], row["dtype"])
-    return roofline_bound(load_spec(row["model"]), w, profile, row["hbm_budget"])
+    return roofline_bound(_spec(row["model"]), w, profile, row["hbm_budget"])
 
 
 def main(argv=None):

@@ -17,8 +17,7 @@ it cut TPOT at x = 0/1/2%: Llama-2-7B 4.38/4.39/4.45 -> 4.05/4.07/4.13 ms, Llama
 MLP's SiLU(gate) * up in the fused gate/up GEMV's epilogue, each program reading matching gate and
 up rows: one launch fewer per layer (H200, B = 8, x = 0/1/2%, same call, `e2e-h10-*-s16-h200.json`:
 Llama-2-7B 3.98/4.00/4.06 -> 3.92/3.94/4.01 ms, Llama-3-8B 4.41/4.42/4.41 -> 4.35/4.36/4.36).
-(Its first form computed SiLU(gate) * up on down_proj's input loads instead: on the H200 5-6x slower than plain down_proj, 191-227 us against 33 us for
-Llama-3-8B's 4096 x 14336, TPOT 4.47 -> 10.61 ms, since the loads were then not pipelined.)
+(A first form computed SiLU * up on down_proj's input loads: 5-6x slower, loads unpipelined.)
 `hbm_gemv(..., relu=True)` and `hbm_gemv(..., residual=r)` apply OPT's ReLU and residual add
 in the epilogue (dak.runtime.fused_opt). Configs: `heuristic(M, K)` (from the H200 sweep), or
 with tune=True a short graph-timed sweep (cuBLAS one of its candidates) cached on disk per
@@ -151,8 +150,10 @@ def _gemv(x_ptr, w_ptr, b_ptr, r_ptr, y_ptr, N, M, K, stride_xn, stride_wm, stri
     tl.store(y_ptr + offs_n[:, None] * stride_yn + offs_m[None, :], acc.to(y_ptr.dtype.element_ty), mask=mask)
 
 
-def check_gemv_args(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, out: torch.Tensor | None):
-    """ValueError, saying what to pass instead, for inputs hbm_gemv cannot take."""
+def check_gemv_args(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, out: torch.Tensor | None,
+                    swiglu: bool = False):
+    """ValueError, saying what to pass instead, for inputs hbm_gemv cannot take (`swiglu`: the
+    output is half w's rows wide)."""
     if x.dim() != 2 or w.dim() != 2 or x.shape[1] != w.shape[1]:
         raise ValueError(f"hbm_gemv needs x (N, K) and w (M, K), got {tuple(x.shape)} and {tuple(w.shape)}")
     if not 1 <= x.shape[0] <= MAX_TOKENS:
@@ -165,8 +166,9 @@ def check_gemv_args(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None,
                                                                        bias.stride(0) != 1)):
         raise ValueError("hbm_gemv needs unit column strides in x and w and a contiguous (M,) bias; "
                          "call .contiguous() first")
-    if out is not None and (out.shape != (x.shape[0], w.shape[0]) or out.dtype != x.dtype or out.stride(1) != 1):
-        raise ValueError(f"out must be ({x.shape[0]}, {w.shape[0]}) {x.dtype} with unit column stride, "
+    m = w.shape[0] // 2 if swiglu else w.shape[0]
+    if out is not None and (out.shape != (x.shape[0], m) or out.dtype != x.dtype or out.stride(1) != 1):
+        raise ValueError(f"out must be ({x.shape[0]}, {m}) {x.dtype} with unit column stride, "
                          f"got {tuple(out.shape)} {out.dtype} strides {out.stride()}")
     need_kernel_device("hbm_gemv", *(t for t in (x, w, bias, out) if t is not None))
 
@@ -180,21 +182,18 @@ def hbm_gemv(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None,
     `relu`: relu of the (rounded) product; `residual` (N, M): residual + the (rounded) product;
     `scale_rows` (r, s): output columns [0, r) times s (OPT's q in a fused q/k/v), each rounded as
     the eager ops round them."""
-    check_gemv_args(x, w, bias, out if not swiglu else None)
+    check_gemv_args(x, w, bias, out, swiglu)
+    n, k = x.shape
+    m = w.shape[0] // 2 if swiglu else w.shape[0]
     if scale_rows is not None and (swiglu or relu or residual is not None or not 0 <= scale_rows[0] <= w.shape[0]):
         raise ValueError(f"scale_rows needs 0 <= rows <= {w.shape[0]} (got {scale_rows[0]}) and no other epilogue")
     if swiglu and (w.shape[0] % 2 or relu or residual is not None):
         raise ValueError(f"swiglu needs w with an even number of rows (gate then up), got {w.shape[0]}, and no "
                          "relu or residual epilogue")
-    n, k = x.shape
-    m = w.shape[0] // 2 if swiglu else w.shape[0]
     if residual is not None and (residual.shape != (n, m) or residual.dtype != x.dtype or residual.device != x.device
                                  or residual.stride(1) != 1):
         raise ValueError(f"residual must be ({n}, {m}) {x.dtype} on {x.device} with unit column stride, got "
                          f"{tuple(residual.shape)} {residual.dtype} on {residual.device} strides {residual.stride()}")
-    if swiglu and out is not None and (out.shape != (n, m) or out.dtype != x.dtype or out.stride(1) != 1):
-        raise ValueError(f"out must be ({n}, {m}) {x.dtype} with unit column stride, got {tuple(out.shape)} "
-                         f"{out.dtype} strides {out.stride()}")
     cfg = cfg or (swiglu_config(heuristic(2 * m, k)) if swiglu else heuristic(m, k))
     if out is None:
         out = torch.empty(n, m, dtype=x.dtype, device=x.device)

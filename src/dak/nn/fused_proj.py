@@ -106,6 +106,17 @@ class ProjectionGroup(SharedProduct):
         return y[:, a:b]
 
 
+def group_of(module: nn.Module, names: tuple[str, ...]) -> ProjectionGroup | None:
+    """The ProjectionGroup whose members are exactly `module`'s `names`, in that order (its fused
+    matrix is then their rows back to back), or None."""
+    parts = [getattr(getattr(module, n, None), "_group", None) for n in names]
+    group = parts[0][0] if parts[0] is not None else None
+    if (not isinstance(group, ProjectionGroup) or len(group.bounds) != len(names)
+            or any(p is None or p[0] is not group or p[1] != i for i, p in enumerate(parts))):
+        return None
+    return group
+
+
 def fuse_projections(model: nn.Module) -> int:
     """Fuse every q/k/v and gate/up set of `model` whose members are all-HBM SplitLinears with one
     input width, dtype and bias presence; returns how many groups were fused."""

@@ -34,7 +34,7 @@ from torch import nn
 from dak.kernels.fused_layer import add_rms_norm, silu_mul
 from dak.kernels.fused_ops import layer_norm, rms_norm, rotary, rotary_ok
 from dak.kernels.hbm_gemv import swiglu_linear
-from dak.nn.fused_proj import ProjectionGroup
+from dak.nn.fused_proj import group_of
 from dak.nn.split_linear import SplitLinear
 from dak.runtime.fused_opt import fusable_opt_layer, opt_layer_forward, opt_layers_enabled
 from dak.runtime.kv import ROTARY_PENDING
@@ -193,14 +193,12 @@ def _layer_forward(self, hidden_states, *args, **kwargs):
 
 
 def _swiglu(mlp, h: torch.Tensor) -> torch.Tensor | None:
-    """SiLU(gate_proj(h)) * up_proj(h) in one GEMV launch ($DAK_GEMV_SILU=1, dak.kernels.hbm_gemv)
+    """SiLU(gate_proj(h)) * up_proj(h) in one GEMV launch (dak.kernels.hbm_gemv.swiglu_linear)
     where gate and up are the two members, in that order, of one all-HBM ProjectionGroup (the
     fused matrix is then [gate rows; up rows]); else None."""
-    g, u = getattr(mlp.gate_proj, "_group", None), getattr(mlp.up_proj, "_group", None)
-    if (g is None or u is None or g[0] is not u[0] or not isinstance(g[0], ProjectionGroup)
-            or (g[1], u[1]) != (0, 1) or len(g[0].bounds) != 2):
+    group = group_of(mlp, ("gate_proj", "up_proj"))
+    if group is None:
         return None
-    group = g[0]
     w = group.weight
     if h.dtype != w.dtype or h.device != w.device or h.shape[-1] != w.shape[1] or not h.is_contiguous():
         return None

@@ -22,7 +22,7 @@ from torch import nn
 
 from dak.kernels.fused_layer import add_layer_norm
 from dak.kernels.hbm_gemv import config_for, gemv_applies, hbm_gemv
-from dak.nn.fused_proj import ProjectionGroup
+from dak.nn.fused_proj import group_of
 from dak.nn.split_linear import whole_hbm_weight
 from dak.runtime.kv import ATTN_NAME, dak_attention
 from dak.runtime_env import env_flag, interpreting
@@ -80,20 +80,10 @@ def opt_qscale_enabled() -> bool:
     return env_flag("DAK_OPT_QSCALE", False)
 
 
-def _qkv_group(attn) -> ProjectionGroup | None:
-    """The ProjectionGroup holding exactly q, k and v of `attn`, in that order, or None."""
-    parts = [getattr(getattr(attn, n, None), "_group", None) for n in ("q_proj", "k_proj", "v_proj")]
-    if any(p is None for p in parts) or not isinstance(parts[0][0], ProjectionGroup):
-        return None
-    group = parts[0][0]
-    ok = all(p[0] is group and p[1] == i for i, p in enumerate(parts)) and len(group.bounds) == 3
-    return group if ok else None
-
-
 def _attention(attn, h: torch.Tensor, attention_mask, kwargs: dict) -> torch.Tensor:
     """HF's OPTAttention output for `h`, with q's scaling in the q/k/v GEMV's epilogue where
     opt_qscale_enabled() and it applies (decode, the "dak" attention, no HF cache); else HF's."""
-    group = _qkv_group(attn) if opt_qscale_enabled() else None
+    group = group_of(attn, ("q_proj", "k_proj", "v_proj")) if opt_qscale_enabled() else None
     h2 = h.reshape(-1, h.shape[-1])
     if (group is None or getattr(attn.config, "_attn_implementation", None) != ATTN_NAME or h.dim() != 3
             or kwargs.get("cache") is not None or kwargs.get("past_key_values") is not None
