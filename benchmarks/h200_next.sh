@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh H16|H15|H14|H13|H11|H10|H9|H8|H7|H6|H5|H4|H3|H2|H1|G1|F12|F11|F10|F9|F8|F7|F6|F5|F4|F3|F2|F1|E2|E1|D3|D2|D1|C4|C3|C2|C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V
+#   bash benchmarks/h200_next.sh H17|H16|H15|H14|H13|H11|H10|H9|H8|H7|H6|H5|H4|H3|H2|H1|G1|F12|F11|F10|F9|F8|F7|F6|F5|F4|F3|F2|F1|E2|E1|D3|D2|D1|C4|C3|C2|C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -81,6 +81,18 @@ H16) # (not run yet; sixteenth session) $DAK_OPT_QSCALE=1 (CPU-tested only): OPT
     step 40 python3 -u -m pytest -q -p no:cacheprovider tests/test_hbm_gemv_gpu.py
     ab 110 DAK_OPT_QSCALE=1 e2e-h16 python3 -m dak bench e2e --models opt-6.7b,opt-30b --batch 8 --ratios 0,1,2 \
         --systems dak-consolidated
+    ;;
+H17) # (seventeenth session) calibrate times the fused q/k/v and gate/up products (x = 0 of their members: their
+    # share) and unfused_op_overhead_s; predictions price one operator at its measured points, not the envelope; a
+    # measured plan keeps the roofline's units where those price lower. P3 (same session, before this): the H15
+    # profile's consolidated plans were 1.0-1.5x slower than the preset's. Re-calibrate, then both profiles
+    # side by side, greedy and consolidated, then the calibrate GPU test
+    step 150 python3 -m dak calibrate --model llama-2-7b --no-tune --prompt-len 32 --gen-len 32 --no-progress \
+        --out "$OUT/profile-llama-2-7b-h17.json"
+    e2e="python3 -m dak bench e2e --models llama-2-7b --batch 8 --ratios 0,1,2,5,10 --systems dak-greedy,dak-consolidated"
+    step 100 $e2e --out "$OUT/e2e-h17-preset.json"
+    step 100 $e2e --hardware "$OUT/profile-llama-2-7b-h17.json" --out "$OUT/e2e-h17-calibrated.json"
+    step 90 python3 -u -m pytest -q -p no:cacheprovider tests/test_calibrate_gpu.py
     ;;
 H15) # (not run yet; sixteenth session) the bound's HBM rate: the preset's 3.7 TB/s (cuBLAS's GEMV when measured) is
     # below dak's GEMV on large matrices (OPT-30B all in HBM at 1.06 x bound). calibrate's HBM read rate at the e2e

@@ -12,6 +12,7 @@ from dak.cli.main import main
 from dak.hardware import get_profile
 from dak.models import Workload, list_operators, load_spec, minimum_hbm_set
 from dak.planner import op_time, plan
+from dak.planner.curves import FUSED_SUFFIX
 
 pytestmark = pytest.mark.gpu
 
@@ -38,7 +39,10 @@ def test_calibrate_smoke(tmp_path, monkeypatch, capsys):
     assert len(prof.link) == len(QUICK_LINK_GRID) and all(s.hbm_bandwidth > 0 for s in prof.link)
     spec, w = load_spec("tiny-llama"), Workload("decode", 4, 64, 16)
     jobs = make_plan(spec, w, quick=True).shapes
-    assert {c.key for c in prof.curves} == {j.key for j in jobs}
+    plan_ = make_plan(spec, w, quick=True)
+    fused = {key + FUSED_SUFFIX for fs in plan_.fusion for key in fs.keys}
+    assert {c.key for c in prof.curves} == {j.key for j in jobs} | fused and fused
+    assert 0 < prof.unfused_op_overhead_s < 1e-3, prof.unfused_op_overhead_s  # tiny members: launch-bound
     for c in prof.curves:
         assert c.points[0][0] == 0 and c.points[-1][0] == 1 and all(0 < t < 0.1 for _, t in c.points)
     for win in prof.windows:

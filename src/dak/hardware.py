@@ -103,6 +103,12 @@ class HardwareProfile:
         """The same profile without measured curves (the planner then uses the roofline)."""
         return dataclasses.replace(self, curves=()) if self.curves else self
 
+    def without_fused_curves(self) -> "HardwareProfile":
+        """The same profile without its fused projection-set curves (dak.planner.curves.fused_key)."""
+        from .planner.curves import FUSED_SUFFIX
+        kept = tuple(c for c in self.curves if not c.key.endswith(FUSED_SUFFIX))
+        return dataclasses.replace(self, curves=kept) if len(kept) != len(self.curves) else self
+
     def device_mismatch(self, gpu: str) -> str | None:
         """A warning when this profile was calibrated on another GPU than ``gpu``, else None."""
         from .measured import same_gpu

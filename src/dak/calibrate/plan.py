@@ -3,7 +3,8 @@
 For a model and workload: every distinct operator shape (``dak.planner.curves.op_key``) with
 the host fractions to time it at -- whole row tiles of ``tile_rows`` for linears, whole
 requests for attention, always including x = 0 and x = 1 -- plus the link grid (host programs
-x pipeline depth) of the congestion measurement and the window grid searched per linear point.
+x pipeline depth) of the congestion measurement and the window grid searched per linear point,
+and the projection sets whose fused all-HBM product is timed (dak.calibrate.fusion).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from ..models import Workload, list_operators
 from ..models.spec import ModelSpec
 from ..planner.curves import op_key
+from .fusion import FusionSet, fusion_sets
 
 LINEAR_RATIOS = (0.0, 0.005, 0.01, 0.02, 0.035, 0.05, 0.1, 0.25, 0.5, 0.75, 1.0)
 QUICK_RATIOS = (0.0, 0.01, 0.05, 0.25, 1.0)
@@ -53,12 +55,13 @@ class CalibrationPlan:
     shapes: tuple[ShapeJob, ...]
     link_grid: tuple[tuple[int, int], ...]
     window_grid: tuple[tuple[int, int], ...]
+    fusion: tuple[FusionSet, ...] = ()
 
     def estimate_s(self) -> float:
         """Rough wall time on an H200: fixed probes + per point (tuning sweep or a window search)."""
         per_point = (6.0 if self.tune else 1.0) + 0.08 * len(self.window_grid)
         points = sum(len(s.points) for s in self.shapes)
-        return 25.0 + 1.2 * len(self.link_grid) + points * per_point
+        return 25.0 + 1.2 * len(self.link_grid) + (points + len(self.fusion)) * per_point
 
 
 def row_points(m: int, tile_rows: int, ratios) -> tuple[int, ...]:
@@ -80,7 +83,8 @@ def make_plan(spec: ModelSpec, workload: Workload, quick: bool = False, tune: bo
                          f"got --dtype {workload.dtype}")
     ratios = ratios or (QUICK_RATIOS if quick else LINEAR_RATIOS)
     jobs: dict[str, ShapeJob] = {}
-    for op in list_operators(spec, workload, tile_rows):
+    ops = list_operators(spec, workload, tile_rows)
+    for op in ops:
         key = op_key(op)
         if key is None or (op.kind == "attention" and (not attention or workload.phase != "decode")):
             continue
@@ -100,7 +104,8 @@ def make_plan(spec: ModelSpec, workload: Workload, quick: bool = False, tune: bo
     return CalibrationPlan(model=spec.name, workload=workload, quick=quick, tune=tune, tile_rows=tile_rows,
                            shapes=tuple(jobs.values()),
                            link_grid=QUICK_LINK_GRID if quick else LINK_GRID,
-                           window_grid=QUICK_WINDOW_GRID if quick else WINDOW_GRID)
+                           window_grid=QUICK_WINDOW_GRID if quick else WINDOW_GRID,
+                           fusion=fusion_sets(ops, workload.dtype_bytes))
 
 
 def describe(plan: CalibrationPlan) -> str:
@@ -116,5 +121,8 @@ def describe(plan: CalibrationPlan) -> str:
         what = f"{s.m}x{s.k} n={s.n}{' +bias' if s.bias else ''}" if s.kind == "linear" else f"B={s.m}"
         xs = ", ".join(f"{x:.3g}" for x in s.xs)
         out.append(f"   {s.names:<28} x{s.count:<4} {what:<22} x = {xs}")
+    for fs in plan.fusion:
+        out.append(f"4. fused {'/'.join(fs.kinds)} product all in HBM ({fs.m}x{fs.k} n={fs.n}): the "
+                   f"members' x = 0 share and unfused_op_overhead_s")
     out.append(f"estimated time: about {plan.estimate_s() / 60:.1f} min")
     return "\n".join(out)

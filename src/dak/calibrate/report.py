@@ -23,6 +23,9 @@ def summary(profile, details: dict | None = None) -> str:
            f"small kernels between operators: {format_time(profile.layer_overhead_s)} per decoder layer"
            + (f", {format_time(profile.fused_layer_overhead_s)} per fused Llama-family layer"
               if profile.fused_layer_overhead_s else "") + " (added to predicted decode steps)"]
+    if profile.unfused_op_overhead_s:
+        out.append(f"fused q/k/v, gate/up products: {format_time(profile.unfused_op_overhead_s)} saved per launch "
+                   "they spare (charged when a member holds host rows)")
     if d.get("layer_slope"):
         step, ops = d["layer_slope"]
         out[-1] += (f": a decode step takes {format_time(step)} per layer, its operators "
@@ -33,7 +36,8 @@ def summary(profile, details: dict | None = None) -> str:
         far = above_envelope(c, 0.05)
         if far:
             pts = ", ".join(f"x={x:.3g}: {format_time(t)} vs {format_time(e)}" for x, t, e in far)
-            out.append(f"curve {c.key}: {len(far)} point(s) > 5% above the convex envelope the planner uses ({pts})")
+            out.append(f"curve {c.key}: {len(far)} point(s) > 5% above the convex envelope (the greedy's order; "
+                       f"predictions use the points) ({pts})")
     for f in d.get("failures", []):
         out.append(f"FAILED (roofline used instead): {f}")
     return "\n".join(out)

@@ -32,7 +32,7 @@ def _failure(what: str, exc: Exception) -> str:
 
 
 def _steps(plan: CalibrationPlan) -> int:
-    return 3 + 2 * len(plan.link_grid) + 1 + sum(len(s.points) for s in plan.shapes) + 1
+    return 3 + 2 * len(plan.link_grid) + 1 + sum(len(s.points) for s in plan.shapes) + len(plan.fusion) + 1
 
 
 def calibrate(plan: CalibrationPlan, spec, name: str, progress: bool = True, model: str | None = None):
@@ -44,6 +44,7 @@ def calibrate(plan: CalibrationPlan, spec, name: str, progress: bool = True, mod
     from tqdm import tqdm
 
     from .attention import time_attention
+    from .fusion import fused_results, time_fused
     from .device import LinkProbe, copy_engine_bandwidth, device_numbers, hbm_bandwidth, matmul_flops, metadata
     from .linear import LinearShape, measure_curve
     from .overhead import measured_layer_slope, overhead_field, planned_layer_slope
@@ -110,11 +111,24 @@ def calibrate(plan: CalibrationPlan, spec, name: str, progress: bool = True, mod
         except Exception as exc:  # noqa: BLE001 -- one failed shape must not lose the others
             failures.append(_failure(f"{job.names} ({job.key})", exc))
         torch.cuda.empty_cache()
+    fused_times = []
+    for fs in plan.fusion:
+        bar.set_postfix_str(f"fused {'/'.join(fs.kinds)} {fs.m}x{fs.k}")
+        try:
+            fused_times.append(time_fused(fs, plan.workload.dtype, plan.tile_rows, plan.tune))
+        except Exception as exc:  # noqa: BLE001 -- the members keep their own curves
+            failures.append(_failure(f"fused {'/'.join(fs.kinds)} ({fs.m}x{fs.k})", exc))
+            fused_times.append(None)
+        bar.update()
+        torch.cuda.empty_cache()
+    fused_curves, unfused = fused_results(plan.fusion, fused_times, curves)
+    curves += fused_curves
     bar.close()
     w = plan.workload
     meta.update(model=plan.model, workload=f"{w.phase} B={w.batch} L={w.prompt_len} G={w.gen_len} {w.dtype}",
                 quick=plan.quick, tuned=plan.tune, tile_rows=plan.tile_rows)
-    profile = dataclasses.replace(base, meta=meta, curves=tuple(curves), windows=tuple(windows), link=tuple(link))
+    profile = dataclasses.replace(base, meta=meta, curves=tuple(curves), windows=tuple(windows), link=tuple(link),
+                                  unfused_op_overhead_s=unfused or 0.0)
     details = {"hbm_alone": hbm_alone, "host_loaded": {f"{p}x{s}": v for (p, s), v in host_loaded.items()},
                "failures": failures}
     if slope is not None:  # beyond the operators as this profile times them (curves, else roofline)

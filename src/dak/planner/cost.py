@@ -16,8 +16,8 @@ x_lo = max(0, 1 - B_g/B_i) and x_hi = min(1, B_h/B_i), B_i = D/T_comp.
 As a function of host bytes h = x*C, T is convex piecewise linear with up to
 three segments, slopes -(D/C)/B_g, 0 and +(D/C)/B_h  (seconds per byte).
 
-When the profile carries a measured curve for the op's shape (``dak calibrate``), ``op_time``
-and ``segments`` use its convex envelope instead (see ``dak.planner.curves``);
+When the profile carries a measured curve for the op's shape (``dak calibrate``), ``segments``
+use its convex envelope instead and ``op_time`` its measured points (see ``dak.planner.curves``);
 ``roofline_time`` is always the formula above.
 """
 
@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..hardware import HardwareProfile
-from .curves import curve_for, curve_pieces, envelope, interpolate
+from .curves import curve_for, curve_pieces, envelope, interpolate, measured_time
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,16 @@ def compute_time(flops: float, profile: HardwareProfile) -> float:
 
 
 def op_time(op, x: float, profile: HardwareProfile) -> float:
-    """T(x) in seconds for an op, host fraction x: its measured envelope, else the roofline."""
+    """T(x) in seconds for an op, host fraction x: its measured points, else the roofline."""
+    curve = curve_for(op, profile)
+    if curve is not None:
+        return measured_time(curve, x)
+    return roofline_time(op, x, profile)
+
+
+def envelope_time(op, x: float, profile: HardwareProfile) -> float:
+    """T(x) of the continuous problem the greedy solves: the measured curve's convex envelope,
+    else the roofline."""
     curve = curve_for(op, profile)
     if curve is not None:
         return interpolate(envelope(curve), x)

@@ -2,16 +2,25 @@
 
 ``dak calibrate`` times each operator shape at a grid of host fractions x (whole row tiles for
 linears, whole requests for attention). The measurements carry what the roofline leaves out:
-tile granularity, wave tails, launch floors, the kernel's real host-read rate. The planner
-uses the *lower convex envelope* of the points, interpolated linearly:
+tile granularity, wave tails, launch floors, the kernel's real host-read rate. The greedy's
+continuous solve orders host bytes by the *lower convex envelope* of the points:
 
-    T(x) = hull(x),   hull = lower convex hull of {(x_j, t_j)}  (x_0 = 0, x_last = 1)
+    hull = lower convex hull of {(x_j, t_j)}  (x_0 = 0, x_last = 1)
 
 Convexity keeps the greedy exact: as a function of host bytes h = x*C the envelope is convex
 piecewise linear, so filling its pieces by increasing slope (``greedy.solve_continuous``) is
-still the LP optimum. A point far above the envelope (``above_envelope``) is a measurement the
-planner will not reproduce -- e.g. a ratio where the tuned kernel chose badly; calibrate reports
-those. Pure Python.
+still the LP optimum. One operator at a ratio between two envelope vertices does not run at the
+envelope, though (a point far above it, ``above_envelope``, is a ratio where the kernel is slow;
+calibrate reports those), so an operator's time T(x) -- what rounding to whole units, the
+consolidation and the predicted step use -- is the measured points interpolated linearly
+(``measured_time``). Seventeenth session (H200, Llama-2-7B calibration, batch 8): pricing on the
+envelope predicted 0.57-0.70 of the measured step at 1-2%.
+
+The runtime multiplies a q/k/v or gate/up set as one matrix while all its members are in HBM
+(dak.nn.fused_proj), faster than each alone. Calibrate times that fused product too and stores,
+for each member's shape, a curve under ``fused_key`` whose x = 0 point is the member's byte share
+of the fused time (its other points as the member alone); the planner prefers it for members of
+those sets. Pure Python.
 """
 
 from __future__ import annotations
@@ -22,6 +31,9 @@ from functools import lru_cache
 from ..measured import Curve
 
 MAX_DECODE_TOKENS = 64  # mirrors dak.kernels.config (kept torch-free here)
+PROJECTION_GROUPS = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"))  # HF names, call order
+GROUPED_KINDS = frozenset(k for g in PROJECTION_GROUPS for k in g)
+FUSED_SUFFIX = "|fused"
 
 
 def token_bucket(n: int) -> int:
@@ -45,6 +57,13 @@ def op_key(op) -> str | None:
     return f"linear|m{m}|k{k}|row{op.unit_bytes // op.unit_rows}|n{token_bucket(n)}"
 
 
+def fused_key(op) -> str | None:
+    """The key of the curve measured for ``op`` as a member of its fused projection set (x = 0:
+    its share of the fused product); None for operators outside those sets."""
+    key = op_key(op)
+    return None if key is None or op.kind not in GROUPED_KINDS else key + FUSED_SUFFIX
+
+
 def lower_hull(points) -> tuple[tuple[float, float], ...]:
     """Lower convex hull of (x, t) points, x ascending (the lowest t kept for a repeated x)."""
     best: dict[float, float] = {}
@@ -66,6 +85,20 @@ def envelope(curve: Curve) -> tuple[tuple[float, float], ...]:
     return lower_hull(curve.points)
 
 
+@lru_cache(maxsize=4096)
+def measured_points(curve: Curve) -> tuple[tuple[float, float], ...]:
+    """The curve's points by x ascending, the lowest time kept for a repeated x."""
+    best: dict[float, float] = {}
+    for x, t in curve.points:
+        best[x] = min(t, best.get(x, t))
+    return tuple(sorted(best.items()))
+
+
+def measured_time(curve: Curve, x: float) -> float:
+    """One operator's time at host fraction x: its measured points interpolated linearly."""
+    return interpolate(measured_points(curve), x)
+
+
 def interpolate(hull, x: float) -> float:
     """Piecewise-linear value of ``hull`` at x (clamped to [0, 1])."""
     x = min(1.0, max(0.0, x))
@@ -78,12 +111,17 @@ def interpolate(hull, x: float) -> float:
     return t0 + (t1 - t0) * (x - x0) / (x1 - x0)
 
 
-def curve_for(op, profile) -> Curve | None:
-    """The measured curve of ``op``'s shape in ``profile``, if it carries one."""
+def curve_for(op, profile, fused: bool = True) -> Curve | None:
+    """The measured curve of ``op``'s shape in ``profile``, if it carries one: for a member of a
+    fused projection set (`fused`, the runtime's default) its fused-set curve where measured."""
     if not profile.curves:
         return None
     key = op_key(op)
-    return None if key is None else profile.curve_table.get(key)
+    if key is None:
+        return None
+    table = profile.curve_table
+    fkey = fused_key(op) if fused else None
+    return table.get(fkey) or table.get(key) if fkey else table.get(key)
 
 
 def curve_pieces(curve: Curve, op_bytes: float) -> list[tuple[float, float, float]]:

@@ -20,7 +20,7 @@ import heapq
 import math
 
 from ..hardware import HardwareProfile
-from .cost import op_time, segments
+from .cost import envelope_time, op_time, segments
 
 _REL = 1e-12
 
@@ -46,7 +46,8 @@ def fill_by_slope(segs, amount: float, n: int) -> list[float]:
 
 def solve_continuous(ops, host_bytes: float, profile: HardwareProfile,
                      spare_link: bool = False) -> tuple[list[float], float]:
-    """Optimal host fractions x_i (list) and the objective sum_i T_i(x_i) in seconds.
+    """Optimal host fractions x_i (list) and the objective sum_i T_i(x_i) in seconds (T_i: the
+    envelope of a measured curve, `cost.envelope_time`).
 
     ``spare_link`` additionally fills every negative-slope segment even beyond
     ``host_bytes`` (using the host link as extra bandwidth when the model fits).
@@ -60,7 +61,7 @@ def solve_continuous(ops, host_bytes: float, profile: HardwareProfile,
     segs.sort(key=lambda s: (s.slope, s.op_index, s.start))
     h = fill_by_slope([(s.slope, s.op_index, s.length) for s in segs], min(float(host_bytes), total), len(ops))
     xs = [min(1.0, hi / op.bytes) if op.bytes > 0 else 0.0 for hi, op in zip(h, ops)]
-    return xs, sum(op_time(op, x, profile) for op, x in zip(ops, xs))
+    return xs, sum(envelope_time(op, x, profile) for op, x in zip(ops, xs))
 
 
 def round_to_units(ops, xs, host_bytes: float, profile: HardwareProfile) -> list[int]:

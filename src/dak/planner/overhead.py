@@ -19,9 +19,7 @@ from ..hardware import HardwareProfile
 from ..models.ops import Workload
 from ..models.spec import ModelSpec
 from ..shares import ce_min_share, fused_layer_enabled
-from .curves import curve_for
-
-PROJECTION_GROUPS = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"))  # HF names, call order
+from .curves import PROJECTION_GROUPS, curve_for  # noqa: F401 -- PROJECTION_GROUPS re-exported
 
 
 def fuses_layers(spec: ModelSpec) -> bool:

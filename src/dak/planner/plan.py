@@ -111,6 +111,8 @@ def plan(spec: ModelSpec, workload: Workload, profile: HardwareProfile, hbm_budg
                          f"{format_bytes(profile.hbm_capacity)}; lower --hbm-budget")
     ops = list_operators(spec, workload, tile_rows) if ops is None else list(ops)
     profile, model_used, measured = resolve_cost_model(ops, profile, cost_model)
+    if not fused and policy != "prefetch":  # members then run alone: their own shapes' curves
+        profile = profile.without_fused_curves()
     mins = minimum_hbm_set(spec, workload, reserve)
     if budget < mins.total:
         raise ValueError(
@@ -155,12 +157,18 @@ def plan(spec: ModelSpec, workload: Workload, profile: HardwareProfile, hbm_budg
             ks = round_to_units(ops, xs, R, profile)
             if spare_link:  # then add units wherever that still lowers the op's time
                 ks = [_descend(op, k, profile) for op, k in zip(ops, ks)]
+            if model_used == "measured" and decode:  # measured points are not convex
+                alt = _roofline_units(ops, R, profile, policy, workload, spare_link)
+                ks = alt if predict(alt) < predict(ks) else ks
         elif policy == "consolidated":  # its kind-set search, the uniform split or the best streamed one
             ks = consolidate(ops, R, profile, workload, predict=judge if decode else None)
             if decode:
                 flat = [_units_covering(op, R / op_bytes) for op in ops]
                 if predict(flat) < predict(ks):
                     ks = flat
+            if decode and model_used == "measured":  # measured points are not convex
+                alt = _roofline_units(ops, R, profile, policy, workload, False)
+                ks = alt if predict(alt) < predict(ks) else ks
             if best is not None and best[0] < predict(ks):
                 ks, reserved = best[1], True
         else:
@@ -188,6 +196,17 @@ def plan(spec: ModelSpec, workload: Workload, profile: HardwareProfile, hbm_budg
     return Placement(policy=policy, ops=placed, staging_bytes=staging, host_bytes=host,
                      hbm_bytes=total - host + staging, step_time_s=sum(times) if feasible else math.inf,
                      feasible=feasible, note=note, link_s=link, **common)
+
+
+def _roofline_units(ops, R: int, profile: HardwareProfile, policy: str, workload, spare_link: bool):
+    """The units the roofline (the profile without its curves) gives `policy`, to price against the
+    measured plan: the greedy orders host bytes by each measured curve's convex envelope, but one
+    operator between two envelope vertices runs at its measured points, which can lie well above."""
+    roof = profile.roofline_only()
+    if policy == "consolidated":
+        return consolidate(ops, R, roof, workload)
+    xs, _ = solve_continuous(ops, R, roof, spare_link=spare_link)
+    return round_to_units(ops, xs, R, roof)
 
 
 def _prefetch(ops, R: int, profile: HardwareProfile):
