@@ -26,6 +26,12 @@ def add_parser(sub) -> None:
     p.add_argument("--no-attention", action="store_true", help="skip the attention curve")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--dry-run", action="store_true", help="print what would be measured and exit (no GPU needed)")
+    p.add_argument("--base", default="auto",
+                   help="preset whose fitted per-operator costs (copy-engine start-up, in-place and host-KV "
+                        "excess) the profile takes, as calibrate does not measure them: auto (by GPU name), "
+                        "a preset name, or none")
+    p.add_argument("--rebase", metavar="PROFILE", help="apply --base to an existing profile, write --out and exit "
+                                                       "(no GPU needed)")
     p.add_argument("--compare", nargs=2, metavar=("A", "B"), help="compare two profiles (repeatability) and exit")
     p.set_defaults(func=run)
 
@@ -37,6 +43,11 @@ def run(args) -> int:
         text, worst = compare(get_profile(args.compare[0]), get_profile(args.compare[1]))
         print(text)
         return 0 if worst < 0.05 else 1
+    if args.rebase:
+        prof = _with_base(get_profile(args.rebase), args.base, get_profile(args.rebase).meta.get("gpu", ""))
+        prof.to_json(args.out)
+        print(f"wrote {args.out}: {args.rebase} with {prof.meta.get('inherited') or 'nothing inherited'}")
+        return 0
     workload = workload_from(args)
     spec = load_spec(args.model)
     plan = make_plan(spec, workload, quick=args.quick, tune=not args.no_tune, tile_rows=args.tile_rows,
@@ -50,6 +61,7 @@ def run(args) -> int:
     import torch
     name = args.name or torch.cuda.get_device_name(0).lower().replace("nvidia ", "").replace(" ", "-") + "-calibrated"
     profile, details = calibrate(plan, spec, name, progress=not args.no_progress, model=args.model)
+    profile = _with_base(profile, args.base, torch.cuda.get_device_name(0))
     profile.to_json(args.out)
     if details["failures"]:
         with open(args.out + ".failures.json", "w") as fh:
@@ -57,3 +69,10 @@ def run(args) -> int:
     print(summary(profile, details))
     print(f"wrote {args.out}: plan with `dak plan --hardware {args.out} --model {args.model} ...`")
     return 1 if details["failures"] else 0
+
+
+def _with_base(profile, base: str, gpu: str):
+    """`profile` with the unmeasured costs of `base` ('auto': the preset of `gpu`; 'none': as is)."""
+    from ..calibrate.inherit import base_preset_for, inherit_unmeasured
+    name = base_preset_for(gpu) if base == "auto" else (None if base == "none" else base)
+    return profile if name is None else inherit_unmeasured(profile, get_profile(name))

@@ -9,7 +9,8 @@ above `dak.shares.ce_min_share()` instead go through the copy engine, and the co
 overlaps the whole step. For those operators a per-operator max is the wrong model; the step is
 
     T = (A^p + L^p)^(1/p)   (a max with a rounded corner, p = CONTENTION_NORM)
-    A = sum of local times (copy-engine linears: max(T_comp, (1-x)D/B_g); the rest: op_time)
+    A = sum of local times (copy-engine linears: max(T_comp, (1-x)D/B_g), or (1-x) x its measured
+        all-HBM time where a calibrated curve has one; the rest: op_time)
         + the step's overheads (small kernels per layer, per-split-operator costs, unfused groups)
         + the step's first copy (the chain starts when its first operator is called, which
           then waits for its rows: nothing hides that copy; with $DAK_COPY_WRAP=1 the previous
@@ -36,7 +37,7 @@ from dataclasses import dataclass
 
 from ..shares import ce_min_share, copy_wrap_enabled
 from .cost import op_time
-from .curves import MAX_DECODE_TOKENS
+from .curves import MAX_DECODE_TOKENS, curve_for
 from .overhead import fusion_overhead, split_overhead
 
 MAX_STREAM_KINDS = 10  # linear kinds tried exhaustively (2^10 sets); beyond, the largest ones
@@ -81,7 +82,9 @@ def chain_time(ops, host_bytes, profile, many: bool = False) -> ChainTime:
         ce = uses_copy_engine(op, h, many)
         flags.append(ce)
         if ce:
-            times.append(max(op.flops / profile.flops, (1.0 - x) * op.traffic / profile.hbm_bandwidth))
+            # its HBM rows: the measured all-HBM time (a calibrated curve) or the roofline, pro rata
+            hbm = op_time(op, 0.0, profile) if curve_for(op, profile) else op.traffic / profile.hbm_bandwidth
+            times.append(max(op.flops / profile.flops, (1.0 - x) * hbm))
             copy = x * op.traffic / profile.host_bandwidth_ce
             link += copy + profile.copy_op_overhead_s
             first = copy if first is None else first
