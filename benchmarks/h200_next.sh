@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh H17|H16|H15|H14|H13|H11|H10|H9|H8|H7|H6|H5|H4|H3|H2|H1|G1|F12|F11|F10|F9|F8|F7|F6|F5|F4|F3|F2|F1|E2|E1|D3|D2|D1|C4|C3|C2|C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V
+#   bash benchmarks/h200_next.sh H20|H19|H18|H17|H16|H15|H14|H13|H11|H10|H9|H8|H7|H6|H5|H4|H3|H2|H1|G1|F12|F11|F10|F9|F8|F7|F6|F5|F4|F3|F2|F1|E2|E1|D3|D2|D1|C4|C3|C2|C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -52,12 +52,12 @@ H8) # (ran: sixteenth session) H6: dak's GEMV (4-8% lower TPOT on Llama), the fu
     step 150 python3 -u -m pytest -q -p no:cacheprovider tests/test_split_linear_gpu.py tests/test_copy_ahead_gpu.py
     step 100 python3 -u -m pytest -q -p no:cacheprovider tests/test_bench_e2e_gpu.py
     ;;
-H13) # (not run yet; sixteenth session) the GPU files the sixteenth session did not re-run on its defaults (GEMV,
+H13) # (ran: seventeenth session; written in the sixteenth) the GPU files the sixteenth session did not re-run on its defaults (GEMV,
     # SiLU * up epilogue, fused OPT, rotary inside the KV append): split attention whole, large N and KV copy-ahead
     step 320 python3 -u -m pytest -v -s -p no:cacheprovider tests/test_split_attention_gpu.py
     step 200 python3 -u -m pytest -q -p no:cacheprovider tests/test_split_linear_large_n_gpu.py tests/test_kv_ahead.py
     ;;
-H14) # (not run yet; sixteenth session) the rows still below 0.9 x bound: OPT-6.7B at 1-5% (0.72-0.85) and Llama-2-7B
+H14) # (ran: seventeenth session; written in the sixteenth) the rows still below 0.9 x bound: OPT-6.7B at 1-5% (0.72-0.85) and Llama-2-7B
     # at 5% (0.79). Two experiments, CPU-tested only: $DAK_CE_GEMV=1 (copy-engine operators' decode GEMMs, HBM rows
     # and staged chunks, on dak's GEMV instead of cuBLAS) and $DAK_SPLIT_GEMV_TILES=1 (in-place split kernels'
     # untuned decode configs take the GEMV's tiles and one HBM program per row tile). Their GPU tests (both on), A/B
@@ -74,7 +74,7 @@ H14) # (not run yet; sixteenth session) the rows still below 0.9 x bound: OPT-6.
     rm -f "$OUT"/trace-h14-opt*.json
     step 60 $p --model llama-2-7b --ratios 0.05 --out "$OUT/step-llama-2-7b-h14.json"
     ;;
-H16) # (not run yet; sixteenth session) $DAK_OPT_QSCALE=1 (CPU-tested only): OPT's q scaling as an epilogue of the fused
+H16) # (ran: seventeenth session; written in the sixteenth) $DAK_OPT_QSCALE=1 (CPU-tested only): OPT's q scaling as an epilogue of the fused
     # q/k/v GEMV, the layer calling the attention itself (HF's OPTAttention multiplies q in a launch of its own): one
     # launch fewer a layer on OPT, whose all-HBM step is 0.87 x bound (Llama 0.93-0.94). Its GPU test, then A/B
     step 80 python3 -u -m pytest -q -p no:cacheprovider tests/test_runtime_gpu.py -k "fused_projection and opt"
@@ -82,7 +82,27 @@ H16) # (not run yet; sixteenth session) $DAK_OPT_QSCALE=1 (CPU-tested only): OPT
     ab 110 DAK_OPT_QSCALE=1 e2e-h16 python3 -m dak bench e2e --models opt-6.7b,opt-30b --batch 8 --ratios 0,1,2 \
         --systems dak-consolidated
     ;;
-H17) # (seventeenth session) calibrate times the fused q/k/v and gate/up products (x = 0 of their members: their
+H18) # (not run yet; seventeenth session) 69d37af, CPU-tested only: calibrated profiles inherit the preset's fitted
+    # copy-engine start-up, in-place and host-KV excess (dak calibrate --base/--rebase), and the chain model prices
+    # copy-engine linears' HBM rows on the measured all-HBM time. H17's consolidated plans on the calibrated profile
+    # were 0.79-0.98x the preset's at 2-10%: both profiles side by side again
+    e2e="python3 -m dak bench e2e --models llama-2-7b --batch 8 --ratios 1,2,5,10 --systems dak-greedy,dak-consolidated"
+    step 90 $e2e --out "$OUT/e2e-h18-preset.json"
+    step 90 $e2e --hardware benchmarks/profiles/h200-llama-2-7b-h17-inherited.json --out "$OUT/e2e-h18-calibrated.json"
+    ;;
+H19) # (not run yet; seventeenth session) the CE_GEMV / SPLIT_GEMV_TILES GPU tests, which ran past H14's 110 s step
+    step 300 env DAK_CE_GEMV=1 DAK_SPLIT_GEMV_TILES=1 python3 -u -m pytest -q -p no:cacheprovider \
+        tests/test_split_linear_gpu.py tests/test_copy_ahead_gpu.py
+    ;;
+H20) # (not run yet; seventeenth session) OPT's shapes have no curves in a Llama profile: calibrate OPT-6.7B, then its
+    # e2e rows on the calibrated profile and on the preset, same call
+    step 120 python3 -m dak calibrate --model opt-6.7b --no-tune --prompt-len 32 --gen-len 32 --no-progress \
+        --out "$OUT/profile-opt-6.7b-h20.json"
+    e2e="python3 -m dak bench e2e --models opt-6.7b --batch 8 --ratios 0,1,2,5 --systems dak-greedy,dak-consolidated"
+    step 80 $e2e --out "$OUT/e2e-h20-preset.json"
+    step 80 $e2e --hardware "$OUT/profile-opt-6.7b-h20.json" --out "$OUT/e2e-h20-calibrated.json"
+    ;;
+H17) # (ran: seventeenth session) calibrate times the fused q/k/v and gate/up products (x = 0 of their members: their
     # share) and unfused_op_overhead_s; predictions price one operator at its measured points, not the envelope; a
     # measured plan keeps the roofline's units where those price lower. P3 (same session, before this): the H15
     # profile's consolidated plans were 1.0-1.5x slower than the preset's. Re-calibrate, then both profiles
@@ -94,7 +114,7 @@ H17) # (seventeenth session) calibrate times the fused q/k/v and gate/up product
     step 100 $e2e --hardware "$OUT/profile-llama-2-7b-h17.json" --out "$OUT/e2e-h17-calibrated.json"
     step 90 python3 -u -m pytest -q -p no:cacheprovider tests/test_calibrate_gpu.py
     ;;
-H15) # (not run yet; sixteenth session) the bound's HBM rate: the preset's 3.7 TB/s (cuBLAS's GEMV when measured) is
+H15) # (ran: seventeenth session; written in the sixteenth) the bound's HBM rate: the preset's 3.7 TB/s (cuBLAS's GEMV when measured) is
     # below dak's GEMV on large matrices (OPT-30B all in HBM at 1.06 x bound). calibrate's HBM read rate at the e2e
     # workload, to re-base the preset on (then the table again)
     step 200 python3 -m dak calibrate --model llama-2-7b --no-tune --prompt-len 32 --gen-len 32 --no-progress \
