@@ -79,11 +79,35 @@ def test_fusion_overhead_counts_the_extra_launches():
     prof = dataclasses.replace(H200, unfused_op_overhead_s=1.0)
     none = [0] * len(ops)
     assert fusion_overhead(ops, none, W, prof, True) == 0.0
-    assert fusion_overhead(ops, none, W, prof, False) == 32 * (2 + 1)  # q/k/v and gate/up per layer
+    # q/k/v and gate/up per layer, and the SiLU * up epilogue of the fused gate/up GEMV
+    assert fusion_overhead(ops, none, W, prof, False) == 32 * (2 + 1 + 1)
     one = list(none)
     one[next(i for i, op in enumerate(ops) if op.kind == "k_proj")] = 1
     assert fusion_overhead(ops, one, W, prof, True) == 2
+    up = list(none)
+    up[next(i for i, op in enumerate(ops) if op.kind == "up_proj")] = 1
+    assert fusion_overhead(ops, up, W, prof, True) == 2  # gate/up apart, and silu_mul on its own
     assert fusion_overhead(ops, none, Workload("prefill", 8, 32, 0), prof, False) == 0.0
+
+
+@pytest.mark.parametrize("switch, silu, opt_on", [(None, True, True), ("DAK_GEMV_SILU=0", False, True),
+                                                  ("DAK_HBM_GEMV=0", False, False), ("DAK_FUSED_OPT=0", True, False)])
+def test_fusion_overhead_counts_lost_gemv_epilogues(monkeypatch, switch, silu, opt_on):
+    """A split operator loses its all-HBM GEMV epilogue: SiLU * up (Llama), ReLU after fc1 and the
+    residual add after fc2 (OPT's fused layer), one launch each, while the runtime uses them."""
+    if switch:
+        monkeypatch.setenv(*switch.split("="))
+    prof = dataclasses.replace(H200, unfused_op_overhead_s=1.0)
+    llama = list_operators(load_spec("llama-2-7b"), W)
+    host = [0] * len(llama)
+    host[next(i for i, op in enumerate(llama) if op.kind == "gate_proj")] = 1
+    assert fusion_overhead(llama, host, W, prof, True) == 1 + silu
+    opt = list_operators(load_spec("opt-6.7b"), W)
+    host = [0] * len(opt)
+    for kind in ("fc1", "fc2"):
+        host[next(i for i, op in enumerate(opt) if op.kind == kind and op.layer == 3)] = 1
+    assert fusion_overhead(opt, host, W, prof, True) == 2 * opt_on
+    assert fusion_overhead(opt, [0] * len(opt), W, prof, True) == 0.0
 
 
 @pytest.mark.parametrize("model", ["llama-2-7b", "opt-6.7b", "llama-3-8b", "opt-30b"])

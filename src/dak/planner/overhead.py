@@ -2,9 +2,10 @@
 
 * ``step_overhead``: the small kernels between operators, layers x ``layer_overhead_s``
   (measured with q/k/v and gate/up fused; ``fused_layer_overhead_s`` for the Llama-family layers
-  dak fuses, see ``layer_overhead``), plus ``unfused_op_overhead_s`` per extra GEMV launch
-  of a projection group that is not fused (``fusion_overhead``: fusion off, or a member holds
-  host rows; dak.nn.fused_proj fuses a group only when every member is all-HBM).
+  dak fuses, see ``layer_overhead``), plus ``unfused_op_overhead_s`` per extra launch where a
+  fusion is lost (``fusion_overhead``): a projection group that is not fused (fusion off, or a
+  member holds host rows; dak.nn.fused_proj fuses a group only when every member is all-HBM),
+  and a GEMV epilogue whose operator is split (SiLU * up, OPT's ReLU and residual add).
 * ``split_overhead``: dak's split operators beyond their roofline: per split linear read in place
   (``inplace_op_overhead_s``) or through the copy engine (``copy_op_overhead_s``, host share
   above ``dak.shares.ce_min_share()``), and ``attention_host_excess`` x the host-KV link time
@@ -18,7 +19,7 @@ from __future__ import annotations
 from ..hardware import HardwareProfile
 from ..models.ops import Workload
 from ..models.spec import ModelSpec
-from ..shares import ce_min_share, fused_layer_enabled
+from ..shares import ce_min_share, env_flag, fused_layer_enabled
 from .curves import PROJECTION_GROUPS, curve_for  # noqa: F401 -- PROJECTION_GROUPS re-exported
 
 
@@ -42,20 +43,40 @@ def step_overhead(spec: ModelSpec, workload: Workload, profile: HardwareProfile)
     return spec.num_layers * layer_overhead(spec, profile) if workload.phase == "decode" else 0.0
 
 
+EPILOGUES = (("gate_proj", "up_proj"), ("fc1",), ("fc2",))  # SiLU * up; OPT's ReLU; OPT's residual add
+
+
+def epilogues_on() -> dict:
+    """Which all-HBM GEMV epilogues the runtime uses (dak.kernels.hbm_gemv, dak.runtime.fused_opt),
+    by the member set that must be whole in HBM for it; torch-free."""
+    gemv = env_flag("DAK_HBM_GEMV", True)
+    opt = gemv and env_flag("DAK_FUSED_OPT", True)
+    return {EPILOGUES[0]: env_flag("DAK_GEMV_SILU", gemv), EPILOGUES[1]: opt, EPILOGUES[2]: opt}
+
+
 def fusion_overhead(ops, host_bytes, workload: Workload, profile: HardwareProfile, fused: bool) -> float:
-    """Extra launches of projection groups that run unfused: (members - 1) x unfused_op_overhead_s
-    per group of a layer when `fused` is off or any member has host rows."""
+    """Extra launches, each unfused_op_overhead_s, where a fusion of the all-HBM step is lost:
+    (members - 1) per projection group of a layer that runs unfused (`fused` off or a member has
+    host rows), and one per GEMV epilogue whose operator is split (SiLU * up when gate/up are not
+    one all-HBM product; OPT's ReLU after a split fc1 and residual add after a split fc2 run as
+    launches of their own: seventeenth session, OPT-6.7B at 1%, 141 elementwise launches a step
+    against the fused layer's few)."""
     if workload.phase != "decode" or not profile.unfused_op_overhead_s:
         return 0.0
     by_layer: dict = {}
     for op, host in zip(ops, host_bytes):
         by_layer.setdefault(op.layer, {})[op.kind] = host
+    on = epilogues_on()
     extra = 0
     for kinds in by_layer.values():
         for group in PROJECTION_GROUPS:
             members = [kinds[k] for k in group if k in kinds]
             if len(members) >= 2 and (not fused or any(members)):
                 extra += len(members) - 1
+        for need, used in on.items():
+            members = [kinds[k] for k in need if k in kinds]
+            if used and len(members) == len(need) and (any(members) or (len(need) > 1 and not fused)):
+                extra += 1
     return extra * profile.unfused_op_overhead_s
 
 
