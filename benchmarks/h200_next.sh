@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh H20|H19|H18|H17|H16|H15|H14|H13|H11|H10|H9|H8|H7|H6|H5|H4|H3|H2|H1|G1|F12|F11|F10|F9|F8|F7|F6|F5|F4|F3|F2|F1|E2|E1|D3|D2|D1|C4|C3|C2|C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V
+#   bash benchmarks/h200_next.sh H21|H20|H19|H18|H17|H16|H15|H14|H13|H11|H10|H9|H8|H7|H6|H5|H4|H3|H2|H1|G1|F12|F11|F10|F9|F8|F7|F6|F5|F4|F3|F2|F1|E2|E1|D3|D2|D1|C4|C3|C2|C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -89,6 +89,13 @@ H18) # (not run yet; seventeenth session) 69d37af, CPU-tested only: calibrated p
     e2e="python3 -m dak bench e2e --models llama-2-7b --batch 8 --ratios 1,2,5,10 --systems dak-greedy,dak-consolidated"
     step 90 $e2e --out "$OUT/e2e-h18-preset.json"
     step 90 $e2e --hardware benchmarks/profiles/h200-llama-2-7b-h17-inherited.json --out "$OUT/e2e-h18-calibrated.json"
+    ;;
+H21) # (not run yet; seventeenth session) 76b8fee: a split operator's lost GEMV epilogue costs a launch in the planner,
+    # which changes the consolidated plans of OPT-6.7B at 1/2/5% and OPT-30B at 2%: those rows with prefetch beside
+    step 120 python3 -m dak bench e2e --models opt-6.7b --batch 8 --ratios 1,2,5 --systems dak-consolidated,prefetch \
+        --out "$OUT/e2e-h21-opt-6.7b.json"
+    step 150 python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 2 --systems dak-consolidated,prefetch \
+        --out "$OUT/e2e-h21-opt-30b.json"
     ;;
 H19) # (not run yet; seventeenth session) the CE_GEMV / SPLIT_GEMV_TILES GPU tests, which ran past H14's 110 s step
     step 300 env DAK_CE_GEMV=1 DAK_SPLIT_GEMV_TILES=1 python3 -u -m pytest -q -p no:cacheprovider \
