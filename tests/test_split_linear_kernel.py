@@ -168,9 +168,11 @@ def test_gemv_tiles_for_in_place_decode_configs(monkeypatch):
     monkeypatch.setenv("DAK_SPLIT_GEMV_TILES", "1")
     on = heuristic_config(8, 64, 16320, 4096, 132, False)
     g = heuristic(16320, 4096)
-    assert (on.block_m, on.block_k, on.num_stages) == (g.block_m, g.block_k, g.num_stages) != (
+    assert (on.block_m, on.block_k, on.num_stages) == (g.block_m, g.block_k, min(g.num_stages, 3)) != (
         off.block_m, off.block_k, off.num_stages)
     assert on.hbm_programs == -(-16320 // g.block_m) and on.host_split_k > 1
+    small = heuristic_config(8, 64, 4032, 4096, 132, False)  # the GEMV's 6-stage rows: capped at 3
+    assert heuristic(4032, 4096).num_stages == 6 and small.num_stages == 3
     for args in ((8, 640, 3456, 512), (17, 64, 16320, 4096), (512, 64, 16320, 4096)):  # CE, 17 tokens, prefill
         with_flag = heuristic_config(*args, 132, False)
         monkeypatch.delenv("DAK_SPLIT_GEMV_TILES")

@@ -15,6 +15,7 @@ from dak.shares import LINK_BOUND_SHARE, ce_chunks_default, ce_hbm_cublas, ce_mi
 from dak.shares import split_gemv_tiles_enabled
 
 MAX_DECODE_TOKENS = 64  # up to this many tokens, one program covers all of them: no re-reads
+SPLIT_GEMV_STAGES = 3  # pipeline depth cap when in-place split configs take the GEMV's tiles
 MAX_SPLIT_ITEMS = 256  # host split-K only pays when host row tiles are few; caps its workspace
 HOST_KERNELS = ("triton", "triton_once", "cuda_multicast")  # host row readers for N > block_n
 
@@ -160,7 +161,9 @@ def heuristic_config(n_tokens: int, m_host: int, m_hbm: int, k: int, sms: int, t
     ce = many or m_host > ce_min_share() * m_total  # every host row staged by the copy engine
     if block_n == 16 and not ce and m_hbm and split_gemv_tiles_enabled():
         g = gemv_heuristic(m_hbm, k)
-        block_m, block_k, stages = g.block_m, min(g.block_k, block_k), g.num_stages
+        # the split kernel stages x and w tiles for each of its paths: the GEMV's 6 stages (rows
+        # <= 4096) ran out of shared memory on the H200 (OutOfResources, H14), 3 fit
+        block_m, block_k, stages = g.block_m, min(g.block_k, block_k), min(g.num_stages, SPLIT_GEMV_STAGES)
         hbm_programs = cdiv(m_hbm, block_m)  # one row tile each, as the GEMV launches
     split, host_tiles, k_iters = 1, cdiv(m_host, block_m), cdiv(k, block_k)
     while host_tiles and host_tiles * split < 16 and 2 * split <= min(8, k_iters // 2):
