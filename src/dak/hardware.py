@@ -11,8 +11,9 @@ All bandwidths are in bytes/s, compute in FLOP/s, capacities in bytes.
 * ``layer_overhead_s`` (optional, default 0): decode-step time per decoder layer outside the
   planned operators (norms, residual adds, activations, KV append, kernel launches). It is
   added to the predicted TPOT, never to the bound. Measured with q/k/v and gate/up fused;
-  ``unfused_op_overhead_s`` (optional, default 0) is the time of each extra GEMV launch of a
-  projection group that runs unfused (dak.planner.overhead.fusion_overhead).
+  ``unfused_op_overhead_s`` (optional, default 0) is the time of each extra launch where a
+  fusion is lost: a projection group that runs unfused, or a split operator's GEMV epilogue
+  (dak.planner.overhead.fusion_overhead); `dak calibrate` measures it from the fused products.
   ``fused_layer_overhead_s`` (optional, default 0 = use ``layer_overhead_s``) takes its place for
   the decoder layers dak fuses (gated-MLP models, $DAK_FUSED_LAYER on: dak.runtime.fused).
 * ``inplace_op_overhead_s``, ``copy_op_overhead_s`` (optional, default 0): decode-step time
