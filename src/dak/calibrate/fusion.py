@@ -21,7 +21,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..measured import Curve
-from ..planner.curves import FUSED_SUFFIX, PROJECTION_GROUPS, op_key
+from ..planner.curves import FUSED_SUFFIX, PROJECTION_GROUPS, linear_tokens, op_key
+
+
+def has_bias(op, dtype_bytes: int) -> bool:
+    """Whether a linear operator's rows carry a bias element (its row bytes exceed K weights)."""
+    return (op.unit_bytes // op.unit_rows) // dtype_bytes != op.shape[1]
 
 
 @dataclass(frozen=True)
@@ -50,11 +55,9 @@ def fusion_sets(ops, dtype_bytes: int) -> tuple[FusionSet, ...]:
         members = [first[k] for k in group if k in first and first[k].shape is not None]
         if len(members) < 2 or len({op.shape[1] for op in members}) != 1:
             continue
-        k = members[0].shape[1]
-        n = round(members[0].flops / (2 * members[0].shape[0] * k))
-        bias = any((op.unit_bytes // op.unit_rows) // dtype_bytes != k for op in members)
         out.append(FusionSet(tuple(op.kind for op in members), tuple(op_key(op) for op in members),
-                             tuple(op.shape[0] for op in members), k, n, bias))
+                             tuple(op.shape[0] for op in members), members[0].shape[1],
+                             linear_tokens(members[0]), any(has_bias(op, dtype_bytes) for op in members)))
     return tuple(out)
 
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 from ..models import Workload, list_operators
 from ..models.spec import ModelSpec
-from ..planner.curves import op_key
-from .fusion import FusionSet, fusion_sets
+from ..planner.curves import linear_tokens, op_key
+from .fusion import FusionSet, fusion_sets, has_bias
 
 LINEAR_RATIOS = (0.0, 0.005, 0.01, 0.02, 0.035, 0.05, 0.1, 0.25, 0.5, 0.75, 1.0)
 QUICK_RATIOS = (0.0, 0.01, 0.05, 0.25, 1.0)
@@ -98,9 +98,8 @@ def make_plan(spec: ModelSpec, workload: Workload, quick: bool = False, tune: bo
                                  request_points(op.units, quick), 1, "attention")
         else:
             m, k = op.shape
-            n = round(op.flops / (2 * m * k))
-            bias = (op.unit_bytes // op.unit_rows) // workload.dtype_bytes != k
-            jobs[key] = ShapeJob(key, "linear", m, k, n, bias, row_points(m, tile_rows, ratios), 1, op.kind)
+            jobs[key] = ShapeJob(key, "linear", m, k, linear_tokens(op), has_bias(op, workload.dtype_bytes),
+                                 row_points(m, tile_rows, ratios), 1, op.kind)
     return CalibrationPlan(model=spec.name, workload=workload, quick=quick, tune=tune, tile_rows=tile_rows,
                            shapes=tuple(jobs.values()),
                            link_grid=QUICK_LINK_GRID if quick else LINK_GRID,

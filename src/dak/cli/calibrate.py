@@ -44,7 +44,8 @@ def run(args) -> int:
         print(text)
         return 0 if worst < 0.05 else 1
     if args.rebase:
-        prof = _with_base(get_profile(args.rebase), args.base, get_profile(args.rebase).meta.get("gpu", ""))
+        prof = get_profile(args.rebase)
+        prof = _with_base(prof, args.base, prof.meta.get("gpu", ""))
         prof.to_json(args.out)
         print(f"wrote {args.out}: {args.rebase} with {prof.meta.get('inherited') or 'nothing inherited'}")
         return 0

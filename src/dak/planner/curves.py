@@ -42,6 +42,12 @@ def token_bucket(n: int) -> int:
     return max(16, min(p, MAX_DECODE_TOKENS)) if n <= MAX_DECODE_TOKENS else p
 
 
+def linear_tokens(op) -> int:
+    """Tokens per step of a linear operator (its FLOPs over 2 x M x K)."""
+    m, k = op.shape
+    return round(op.flops / (2 * m * k)) if m and k else 0
+
+
 def op_key(op) -> str | None:
     """The key a measured curve of ``op``'s shape has; None for ops never measured (embeddings).
 
@@ -53,8 +59,7 @@ def op_key(op) -> str | None:
     if op.kind.startswith("embed") or op.shape is None:
         return None
     m, k = op.shape
-    n = round(op.flops / (2 * m * k)) if m and k else 0
-    return f"linear|m{m}|k{k}|row{op.unit_bytes // op.unit_rows}|n{token_bucket(n)}"
+    return f"linear|m{m}|k{k}|row{op.unit_bytes // op.unit_rows}|n{token_bucket(linear_tokens(op))}"
 
 
 def fused_key(op) -> str | None:
@@ -64,13 +69,18 @@ def fused_key(op) -> str | None:
     return None if key is None or op.kind not in GROUPED_KINDS else key + FUSED_SUFFIX
 
 
-def lower_hull(points) -> tuple[tuple[float, float], ...]:
-    """Lower convex hull of (x, t) points, x ascending (the lowest t kept for a repeated x)."""
+def _lowest_per_x(points) -> tuple[tuple[float, float], ...]:
+    """(x, t) points by x ascending, the lowest t kept for a repeated x."""
     best: dict[float, float] = {}
     for x, t in points:
         best[x] = min(t, best.get(x, t))
+    return tuple(sorted(best.items()))
+
+
+def lower_hull(points) -> tuple[tuple[float, float], ...]:
+    """Lower convex hull of (x, t) points, x ascending (the lowest t kept for a repeated x)."""
     hull: list[tuple[float, float]] = []
-    for p in sorted(best.items()):
+    for p in _lowest_per_x(points):
         while len(hull) >= 2:
             (ax, at), (bx, bt) = hull[-2], hull[-1]
             if (bx - ax) * (p[1] - at) - (bt - at) * (p[0] - ax) > 0:
@@ -88,10 +98,7 @@ def envelope(curve: Curve) -> tuple[tuple[float, float], ...]:
 @lru_cache(maxsize=4096)
 def measured_points(curve: Curve) -> tuple[tuple[float, float], ...]:
     """The curve's points by x ascending, the lowest time kept for a repeated x."""
-    best: dict[float, float] = {}
-    for x, t in curve.points:
-        best[x] = min(t, best.get(x, t))
-    return tuple(sorted(best.items()))
+    return _lowest_per_x(curve.points)
 
 
 def measured_time(curve: Curve, x: float) -> float:
@@ -121,7 +128,7 @@ def curve_for(op, profile, fused: bool = True) -> Curve | None:
         return None
     table = profile.curve_table
     fkey = fused_key(op) if fused else None
-    return table.get(fkey) or table.get(key) if fkey else table.get(key)
+    return (fkey and table.get(fkey)) or table.get(key)
 
 
 def curve_pieces(curve: Curve, op_bytes: float) -> list[tuple[float, float, float]]:

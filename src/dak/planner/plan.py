@@ -145,6 +145,12 @@ def plan(spec: ModelSpec, workload: Workload, profile: HardwareProfile, hbm_budg
 
         def predict(units):
             return judge([op.host_bytes_for(k) for op, k in zip(ops, units)])
+
+        def or_roofline(ks, spare: bool = False):  # measured points are not convex (`_roofline_units`)
+            if model_used != "measured" or not decode:
+                return ks
+            alt = _roofline_units(ops, R, profile, policy, workload, spare)
+            return alt if predict(alt) < predict(ks) else ks
         best = streamed(ops, R, profile, judge) if decode and policy in ("streamed", "consolidated") else None
         if policy == "streamed":
             ks, reserved = (best[1], True) if best else ([0] * len(ops), False)
@@ -157,18 +163,14 @@ def plan(spec: ModelSpec, workload: Workload, profile: HardwareProfile, hbm_budg
             ks = round_to_units(ops, xs, R, profile)
             if spare_link:  # then add units wherever that still lowers the op's time
                 ks = [_descend(op, k, profile) for op, k in zip(ops, ks)]
-            if model_used == "measured" and decode:  # measured points are not convex
-                alt = _roofline_units(ops, R, profile, policy, workload, spare_link)
-                ks = alt if predict(alt) < predict(ks) else ks
+            ks = or_roofline(ks, spare_link)
         elif policy == "consolidated":  # its kind-set search, the uniform split or the best streamed one
             ks = consolidate(ops, R, profile, workload, predict=judge if decode else None)
             if decode:
                 flat = [_units_covering(op, R / op_bytes) for op in ops]
                 if predict(flat) < predict(ks):
                     ks = flat
-            if decode and model_used == "measured":  # measured points are not convex
-                alt = _roofline_units(ops, R, profile, policy, workload, False)
-                ks = alt if predict(alt) < predict(ks) else ks
+            ks = or_roofline(ks)
             if best is not None and best[0] < predict(ks):
                 ks, reserved = best[1], True
         else:

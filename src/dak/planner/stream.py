@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 from ..shares import ce_min_share, copy_wrap_enabled
 from .cost import op_time
-from .curves import MAX_DECODE_TOKENS, curve_for
+from .curves import MAX_DECODE_TOKENS
 from .overhead import fusion_overhead, split_overhead
 
 MAX_STREAM_KINDS = 10  # linear kinds tried exhaustively (2^10 sets); beyond, the largest ones
@@ -82,9 +82,8 @@ def chain_time(ops, host_bytes, profile, many: bool = False) -> ChainTime:
         ce = uses_copy_engine(op, h, many)
         flags.append(ce)
         if ce:
-            # its HBM rows: the measured all-HBM time (a calibrated curve) or the roofline, pro rata
-            hbm = op_time(op, 0.0, profile) if curve_for(op, profile) else op.traffic / profile.hbm_bandwidth
-            times.append(max(op.flops / profile.flops, (1.0 - x) * hbm))
+            # its HBM rows, pro rata of its all-HBM time (a calibrated curve's, else the roofline's)
+            times.append(max(op.flops / profile.flops, (1.0 - x) * op_time(op, 0.0, profile)))
             copy = x * op.traffic / profile.host_bandwidth_ce
             link += copy + profile.copy_op_overhead_s
             first = copy if first is None else first
