@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh H21|H20|H19|H18|H17|H16|H15|H14|H13|H11|H10|H9|H8|H7|H6|H5|H4|H3|H2|H1|G1|F12|F11|F10|F9|F8|F7|F6|F5|F4|F3|F2|F1|E2|E1|D3|D2|D1|C4|C3|C2|C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V
+#   bash benchmarks/h200_next.sh H23|H22|H21|H20|H19|H18|H17|H16|H15|H14|H13|H11|H10|H9|H8|H7|H6|H5|H4|H3|H2|H1|G1|F12|F11|F10|F9|F8|F7|F6|F5|F4|F3|F2|F1|E2|E1|D3|D2|D1|C4|C3|C2|C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -81,6 +81,24 @@ H16) # (ran: seventeenth session; written in the sixteenth) $DAK_OPT_QSCALE=1 (C
     step 40 python3 -u -m pytest -q -p no:cacheprovider tests/test_hbm_gemv_gpu.py
     ab 110 DAK_OPT_QSCALE=1 e2e-h16 python3 -m dak bench e2e --models opt-6.7b,opt-30b --batch 8 --ratios 0,1,2 \
         --systems dak-consolidated
+    ;;
+H22) # (eighteenth session) issue 7's last miss: large N at x = 10%, N <= 2048 ran 1.15-1.18 x bound (target 1.11). The
+    # staged chunks may now shrink (ce_taper: the GEMM left after the last copy is short) and run their GEMMs on a forked
+    # stream beside the HBM rows' GEMM (ce_fork: fills its last wave). GPU file first, then the grid (every variant kept)
+    step 200 python3 -u -m pytest -q -p no:cacheprovider tests/test_split_linear_large_n_gpu.py
+    step 330 python3 -u benchmarks/bench_linear.py --large-n --paths triton,ce_cublas \
+        --out "$OUT/linear-large-n-s18-h200.json"
+    ;;
+H23) # (eighteenth session) issue 6's end-to-end A/B on one profile: the H17 calibration (preset's fitted costs inherited)
+    # with its measured curves against the same profile without them (roofline at its measured rates), alternated twice,
+    # and the preset once, greedy and consolidated, Llama-2-7B batch 8
+    e2e="python3 -m dak bench e2e --models llama-2-7b --batch 8 --ratios 1,2,5,10 --systems dak-greedy,dak-consolidated"
+    prof=benchmarks/profiles/h200-llama-2-7b-h17-inherited
+    for run in 1 2; do
+        step 100 $e2e --hardware $prof.json --out "$OUT/e2e-h23-measured-$run.json"
+        step 100 $e2e --hardware $prof-roofline.json --out "$OUT/e2e-h23-roofline-$run.json"
+    done
+    step 100 $e2e --out "$OUT/e2e-h23-preset.json"
     ;;
 H18) # (not run yet; seventeenth session) 69d37af, CPU-tested only: calibrated profiles inherit the preset's fitted
     # copy-engine start-up, in-place and host-KV excess (dak calibrate --base/--rebase), and the chain model prices

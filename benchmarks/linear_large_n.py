@@ -7,7 +7,8 @@ configs for each host path:
   triton_once     host tile read once, other token blocks from an HBM slot
   cuda_multicast  host tile read once per cluster span (TMA multicast, clusters 2/4/8)
   ce              all host rows staged by the copy engine in chunks, multiplied by cuBLAS
-  ce_cublas       as ce, and the HBM rows by cuBLAS too (no split kernel)
+  ce_cublas       as ce, and the HBM rows by cuBLAS too (no split kernel); chunks 2/4/8, equal or
+                  shrinking (ce_taper), their GEMMs after or beside the HBM GEMM (ce_fork)
 and records link bytes per host byte (counted from each grid), the dense compute time
 T_comp = 2NMK / F (F = torch's all-HBM FLOP/s on this shape at the run's largest N), the
 compute-aware bound max(T_comp, (1-x)C/B_g, xC/B_h) (B_g = torch's GEMV bandwidth on this
@@ -36,8 +37,11 @@ GRIDS = {
                             host_programs=132, block_n=128)
                        for c, bm, bn in ((2, 128, 128), (4, 64, 128), (8, 64, 256))],
     "ce": [dict(ce_share=1.0, ce_chunks=ch, block_n=128) for ch in (4, 8)],
-    "ce_cublas": [dict(ce_share=1.0, ce_chunks=ch, hbm_cublas=True) for ch in (2, 4, 8)],
+    "ce_cublas": [dict(ce_share=1.0, ce_chunks=ch, hbm_cublas=True, ce_taper=tp, ce_fork=fk)
+                  for ch in (2, 4, 8) for tp in (1.0, 0.5, 0.3) for fk in (False, True)
+                  if ch > 2 or tp != 0.3],  # two chunks: 0.5 and 0.3 differ by at most a tile
 }
+VARIED = ("ce_chunks", "ce_taper", "ce_fork", "host_programs", "block_n", "mc_cluster")  # recorded per variant
 
 
 def _time(fn) -> float:
@@ -77,10 +81,11 @@ def bench_large_n(name, m, k, tokens, ratios, b_h, dtype, row_tile, paths, tune,
                    "t_torch_ms": t_torch[n], "T_comp_ms": t_comp, "bound_ms": bound, "B_g": b_g, "B_h": b_h,
                    "dense_flops": flops, "paths": {}}
             for path in paths:
-                best = (float("inf"), None)
+                best, variants = (float("inf"), None), []
                 for kw in GRIDS[path]:
                     cfg = finalize(KernelConfig(**{**HBM_SIDE, "hbm_programs": 2 * sms, **kw}), m_h, m - m_h, sms)
                     t = _time(lambda cfg=cfg: run_split_linear(x, wh, wg, None, cfg, sms, out=out))
+                    variants.append({**{f: getattr(cfg, f) for f in VARIED if f in kw}, "t_ms": t})
                     best = min(best, (t, cfg), key=lambda p: p[0])
                 t, cfg = best
                 if cfg is None:
@@ -89,6 +94,7 @@ def bench_large_n(name, m, k, tokens, ratios, b_h, dtype, row_tile, paths, tune,
                     "t_ms": t, "config": cfg.to_dict(), "eb": c / (t * 1e-3), "over_bound": t / bound,
                     "host_link_bytes_per_host_byte": host_link_bytes(n, m_h, k, es, cfg) / (m_h * k * es),
                     "link_time_ratio": t * 1e-3 * b_h / (m_h * k * es),  # >= bytes/host byte when link-bound
+                    "variants": variants,
                 }
             if tune:
                 tma_ok = tma_compatible(wh) and (m_h == m or tma_compatible(wg))

@@ -14,20 +14,20 @@ if not torch.cuda.is_available():  # conftest does this too; kept for running th
 
 from dak.host import PinnedBuffer, device_matrix  # noqa: E402
 from dak.kernels.config import KernelConfig, block_n_for  # noqa: E402
-from dak.kernels.split_linear_ce import ce_plan, ce_rows, split_linear_ce, staging_buffer  # noqa: E402
+from dak.kernels.split_linear_ce import chunk_bounds, ce_plan, ce_rows, split_linear_ce, staging_buffer  # noqa: E402
 from linear_oracle import DEV, check, poisoned, split_inputs  # noqa: E402
 
 
-def _case(m, k, n, m_h, share, chunks, dtype, bias, seed, cublas=False):
+def _case(m, k, n, m_h, share, chunks, dtype, bias, seed, cublas=False, **extra):
     x, wh, wg, b, ref = split_inputs(m, k, n, m_h, dtype, bias, seed)
     cfg = KernelConfig(block_m=16, block_n=block_n_for(n), block_k=32, host_programs=2, hbm_programs=3,
-                       ce_share=share, ce_chunks=chunks, hbm_cublas=cublas)
+                       ce_share=share, ce_chunks=chunks, hbm_cublas=cublas, **extra)
     stage = staging_buffer(DEV, dtype, max(1, m_h * wh.tensor.stride(0)))
     stage.fill_(float("nan"))  # stale staging must never leak into results
     out = poisoned(n, m, dtype)
     res = split_linear_ce(x, wh.tensor, wg, b, cfg, stage, sms=4, out=out)
     assert res is out
-    check(out, ref, dtype, f"m={m} k={k} n={n} m_h={m_h} share={share} chunks={chunks} cublas={cublas}")
+    check(out, ref, dtype, f"m={m} k={k} n={n} m_h={m_h} share={share} chunks={chunks} cublas={cublas} {extra}")
 
 
 @pytest.mark.parametrize("share,chunks", [(1.0, 1), (1.0, 3), (0.5, 2), (0.25, 8)])
@@ -81,6 +81,40 @@ def test_ce_plan_covers_host_rows_once():
     assert ce_rows(KernelConfig(ce_share=0.0), 200) == 0 and ce_rows(KernelConfig(ce_share=1.0), 7) == 7
 
 
+@pytest.mark.parametrize("rows,tile,chunks,taper", [
+    (720, 64, 4, 0.5), (720, 64, 8, 0.3), (50, 16, 3, 0.5), (17, 16, 4, 0.3), (1000, 16, 8, 1.0),
+    (64, 64, 4, 0.5), (130, 16, 2, 0.9), (5, 16, 1, 0.3)])
+def test_chunk_bounds_tile_the_rows_once_and_shrink(rows, tile, chunks, taper):
+    """Chunks cover [0, rows) exactly once in whole tiles (the last may end mid-tile), none empty,
+    at most `chunks` of them; with taper < 1 no chunk is larger than the one before it, to within
+    the tile rounding."""
+    b = chunk_bounds(rows, tile, chunks, taper)
+    assert [r for lo, hi in b for r in range(lo, hi)] == list(range(rows))
+    assert 1 <= len(b) <= chunks and all(lo % tile == 0 and hi > lo for lo, hi in b)
+    sizes = [hi - lo for lo, hi in b]
+    if taper < 1 and len(b) > 1:
+        assert all(s2 <= s1 + tile for s1, s2 in zip(sizes, sizes[1:])), sizes
+        assert sizes[-1] < sizes[0] + tile, sizes
+    assert chunk_bounds(0, tile, chunks, taper) == ()
+
+
+def test_tapered_chunks_split_720_rows_as_the_large_n_bench_does():
+    """OPT-30B's 7168x7168 at x = 10% has 720 host rows in 64-row tiles (11.25 tiles): halving
+    chunks leave the last GEMM 80 rows, equal chunks 144."""
+    assert chunk_bounds(720, 64, 4, 1.0) == ((0, 192), (192, 384), (384, 576), (576, 720))
+    assert chunk_bounds(720, 64, 4, 0.5) == ((0, 384), (384, 576), (576, 640), (640, 720))
+
+
+@pytest.mark.parametrize("taper,fork", [(0.5, False), (0.3, True), (1.0, True)])
+@pytest.mark.parametrize("m,m_h,n", [(83, 50, 130), (77, 45, 70)])
+def test_tapered_or_forked_chunks_match_reference(m, m_h, n, taper, fork):
+    """Shrinking chunks and GEMMs on the forked stream (run in order on the CPU) give the same
+    products as the reference, with and without bias."""
+    for i, dtype in enumerate((torch.bfloat16, torch.float16)):
+        _case(m, 40 + i, n, m_h, 1.0, 4, dtype, bias=i == 1, seed=m + n + i, cublas=True,
+              ce_taper=taper, ce_fork=fork)
+
+
 def test_ce_rejects_small_staging():
     dtype = torch.bfloat16
     wh = PinnedBuffer.from_tensor(torch.randn(32, 16).to(dtype))
@@ -96,6 +130,9 @@ def test_bad_ce_config():
         KernelConfig(ce_share=1.5)
     with pytest.raises(ValueError, match="ce_chunks"):
         KernelConfig(ce_chunks=0)
+    for bad in (0.0, -0.5, 1.5):
+        with pytest.raises(ValueError, match="ce_taper must be in"):
+            KernelConfig(ce_taper=bad)
 
 
 def test_module_in_grad_mode_with_an_input_that_requires_grad():

@@ -87,14 +87,32 @@ def test_triton_once_random_cases_against_fp32_reference():
     assert not failures, f"{len(failures)} failing cases, first: {failures[:5]}"
 
 
-@pytest.mark.parametrize("host_kernel", ["cuda_multicast", "triton_once"])
+def test_staged_chunks_tapered_or_forked_random_cases_against_fp32_reference():
+    """Every host row staged by the copy engine, HBM rows by cuBLAS: equal or shrinking chunks,
+    their GEMMs after the HBM GEMM or on the forked stream beside it; odd shapes, 0-all host rows."""
+    rng = random.Random(4242)
+    failures = []
+    for i in range(60):
+        n, m, k = rng.choice([65, 257, 513, 1025, 2049]), rng.randint(1, 3000), rng.randint(1, 1500)
+        m_h = m if i % 6 == 0 else rng.randint(0, m)
+        kw = dict(ce_share=1.0, hbm_cublas=True, block_m=64, ce_chunks=rng.choice([1, 2, 4, 8]),
+                  ce_taper=rng.choice([1.0, 0.5, 0.3]), ce_fork=i % 2 == 0)
+        bad = _case(m, k, n, m_h, (torch.bfloat16, torch.float16)[i // 2 % 2],
+                    bias=i % 3 == 0, cfg_kw=kw, seed=3000 + i)
+        if bad:
+            failures.append(bad)
+    assert not failures, f"{len(failures)} failing cases, first: {failures[:5]}"
+
+
+@pytest.mark.parametrize("host_kernel", ["cuda_multicast", "triton_once", "ce_fork"])
 def test_graph_replay_with_new_inputs(host_kernel):
     m, k, n, m_h, dtype = 1500, 1024, 700, 600, torch.bfloat16
     w = torch.randn(m, k, device="cuda").to(dtype)
     wh = PinnedBuffer.from_tensor(w[:m_h])
     wg = w[m_h:].contiguous()
-    cfg = finalize(KernelConfig(host_kernel=host_kernel, block_n=64, block_k=128, host_programs=32),
-                   m_h, m - m_h, _sms())
+    kw = (dict(ce_share=1.0, hbm_cublas=True, ce_chunks=4, ce_taper=0.5, ce_fork=True) if host_kernel == "ce_fork"
+          else dict(host_kernel=host_kernel))
+    cfg = finalize(KernelConfig(block_n=64, block_k=128, host_programs=32, **kw), m_h, m - m_h, _sms())
     x = torch.randn(n, k, device="cuda").to(dtype)
     out = torch.empty(n, m, device="cuda", dtype=dtype)
     run_split_linear(x, wh.tensor, wg, None, cfg, _sms(), out=out)  # compile/load outside capture

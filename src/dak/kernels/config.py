@@ -53,6 +53,13 @@ class KernelConfig:
         needs ce_share=1 (every host row staged by the copy engine and multiplied by cuBLAS as
         it lands). For many tokens (prefill, large batches) the GEMMs run near the tensor-core
         peak, which the split kernel's decode-shaped tiles do not.
+    ce_taper: chunk i of the copy-engine rows holds a share proportional to ce_taper ** i (1.0:
+        equal chunks). Below 1 the last chunk is small, so the GEMM left after the last byte
+        lands is short (the link-bound tail of a large-N operator).
+    ce_fork: multiply the staged chunks on a side stream forked from the caller's, beside the
+        HBM rows' GEMM, instead of after it on the caller's stream ($DAK_CE_FORK=1 forces it
+        everywhere). Forking fills the HBM GEMM's last, partial wave with the chunks' tiles; a
+        decode step's graph keeps it off (hundreds of branches slowed its copies).
     """
 
     block_m: int = 32
@@ -72,6 +79,8 @@ class KernelConfig:
     mc_block_m: int = 64
     mc_block_n: int = 128
     hbm_cublas: bool = False
+    ce_taper: float = 1.0
+    ce_fork: bool = False
 
     def __post_init__(self):
         for f in ("block_m", "block_n", "block_k"):
@@ -87,6 +96,8 @@ class KernelConfig:
         if not 0.0 <= self.ce_share <= 1.0 or self.ce_chunks < 1:
             raise ValueError(f"ce_share must be in [0, 1] and ce_chunks >= 1, got "
                              f"{self.ce_share}/{self.ce_chunks}")
+        if not 0.0 < self.ce_taper <= 1.0:
+            raise ValueError(f"ce_taper must be in (0, 1] (1 = equal chunks), got {self.ce_taper}")
         if self.hbm_cublas and self.ce_share < 1:
             raise ValueError(f"hbm_cublas needs ce_share=1 (every host row staged by the copy engine), "
                              f"got ce_share={self.ce_share}")

@@ -19,7 +19,9 @@ split kernel. All ordering uses CUDA events, so the whole thing captures
 into a CUDA graph. Under the interpreter (no GPU) the same steps run in order on the CPU.
 By default (`dak.shares.ce_fork_enabled`) the chunk GEMMs run on the main stream after the split
 kernel, not on a third stream: no fork and join per operator, so a captured decode step does not
-spread over hundreds of graph-internal streams (measured faster); $DAK_CE_FORK=1 forks as drawn.
+spread over hundreds of graph-internal streams (measured faster); $DAK_CE_FORK=1 forks as drawn,
+and so does a config with `ce_fork` (large N: the chunks' GEMMs fill the HBM GEMM's last wave).
+`ce_taper` < 1 makes the chunks shrink, so the GEMM left after the last copy is short.
 """
 
 from __future__ import annotations
@@ -55,13 +57,34 @@ def ce_rows(cfg: KernelConfig, m_h: int) -> int:
     return min(m_h, round(cfg.ce_share * m_h / cfg.block_m) * cfg.block_m)
 
 
+def chunk_bounds(rows: int, tile: int, chunks: int, taper: float = 1.0) -> tuple[tuple[int, int], ...]:
+    """Row ranges of `rows` rows in at most `chunks` chunks of whole `tile`-row tiles (the last
+    may end mid-tile), chunk i's share proportional to taper ** i; every chunk non-empty."""
+    tiles = cdiv(rows, tile)
+    n = max(1, min(chunks, tiles)) if rows else 0
+    if n == 0:
+        return ()
+    if taper >= 1.0:  # equal chunks, the remainder in the last
+        per = cdiv(tiles, n)
+        cuts = [min(i * per, tiles) for i in range(n + 1)]
+    else:
+        weights = [taper ** i for i in range(n)]
+        total, acc, cuts = sum(weights), 0.0, [0]
+        for i, w in enumerate(weights[:-1]):
+            acc += w
+            # at least one tile per chunk, and room for one tile in each chunk still to come
+            cuts.append(min(max(round(rows / tile * acc / total), cuts[-1] + 1), tiles - (n - 1 - i)))
+        cuts.append(tiles)
+    bounds = [(lo * tile, min(hi * tile, rows)) for lo, hi in zip(cuts, cuts[1:])]
+    return tuple((lo, hi) for lo, hi in bounds if hi > lo)
+
+
 @lru_cache(maxsize=4096)
 def ce_plan(cfg: KernelConfig, m_h: int, m_g: int, sms: int) -> CEPlan:
     m_ce = ce_rows(cfg, m_h)
-    n_chunks = max(1, min(cfg.ce_chunks, cdiv(m_ce, cfg.block_m)))
-    per = cdiv(cdiv(m_ce, n_chunks), cfg.block_m) * cfg.block_m if m_ce else 0
-    chunks = tuple((lo, min(lo + per, m_ce)) for lo in range(0, m_ce, per)) if m_ce else ()
-    main = finalize(replace(cfg, ce_share=0.0, ce_chunks=1, hbm_cublas=False), m_h - m_ce, m_g, sms)
+    chunks = chunk_bounds(m_ce, cfg.block_m, cfg.ce_chunks, cfg.ce_taper)
+    main = finalize(replace(cfg, ce_share=0.0, ce_chunks=1, ce_taper=1.0, hbm_cublas=False, ce_fork=False),
+                    m_h - m_ce, m_g, sms)
     return CEPlan(m_ce, chunks, main)
 
 
@@ -159,7 +182,7 @@ def split_linear_ce(x: torch.Tensor, w_host: torch.Tensor, w_hbm: torch.Tensor, 
         return out
     main = torch.cuda.current_stream(x.device)
     copy_s = side_stream(x.device, "copy")
-    comp_s = fork(x.device, "compute", main, ce_fork_enabled())  # or after rest() on main itself
+    comp_s = fork(x.device, "compute", main, cfg.ce_fork or ce_fork_enabled())  # or after rest() on main
     if ahead is None:
         copy_s.wait_stream(main)
         landed = issue_copies(w_host, plan, stage, copy_s)

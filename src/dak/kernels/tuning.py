@@ -1,12 +1,13 @@
 """Pick split-linear launch configs by a short timed sweep, cached in memory and on disk.
 
 The sweep is coordinate descent from `heuristic_config`: one knob at a time (share of host
-rows moved by the copy engine and its chunking, token tile for N > 64, for N > 64 the host
-kernel that reads each host tile once (Triton slot or CUDA cluster multicast, with its cluster
-size and tiles), host programs = the in-flight cap on the link, host split-K, row tile, host load path, reduction tile, pipeline
-depth, HBM programs, then a finer copy-engine share), keeping whatever is fastest, each
-candidate timed by graph replay. It runs before first use for a (GPU, dtype, token bucket,
-M_H, M_G, K, bias) key and never inside CUDA graph capture.
+rows moved by the copy engine and its chunking; for N > 64 the chunks' taper and stream, the
+token tile and the host kernel that reads each host tile once (Triton slot or CUDA cluster
+multicast, with its cluster size and tiles); host programs = the in-flight cap on the link,
+host split-K, row tile, host load path, reduction tile, pipeline depth, HBM programs, then a
+finer copy-engine share), keeping whatever is fastest, each candidate timed by graph replay.
+It runs before first use for a (GPU, dtype, token bucket, M_H, M_G, K, bias) key and never
+inside CUDA graph capture.
 The disk cache lives in $DAK_CACHE_DIR (default ~/.cache/dak)/split_linear.json.
 """
 
@@ -78,6 +79,9 @@ def _knobs(n: int, m_h: int, m_g: int, sms: int, tma_ok: bool):
     if m_h:
         yield "ce_share", [0.0, 0.5, 1.0]
         yield "ce_chunks", [1, 2, 4, 8]
+    if m_h and n > 64:  # staged chunks beside cuBLAS: shrinking chunks, GEMMs on a side stream
+        yield "ce_taper", [1.0, 0.5, 0.3]
+        yield "ce_fork", [False, True]
     if n > 64:
         yield "block_n", [64, 128]
     if m_h and n > 64:  # large N: host tiles read once (Triton slot, or CUDA cluster multicast)
@@ -130,9 +134,9 @@ def sweep(run: Callable[[KernelConfig], object], n: int, m_h: int, m_g: int, k: 
     best_t = measure(best)
     for name, values in _knobs(n, m_h, m_g, sms, tma_ok):
         for v in values:
-            if v == getattr(best, name) or (name == "ce_chunks" and best.ce_share == 0):
+            if v == getattr(best, name) or (name.startswith("ce_") and name != "ce_share" and best.ce_share == 0):
                 continue
-            if best.hbm_cublas and name not in ("hbm_cublas", "ce_chunks"):
+            if best.hbm_cublas and name not in ("hbm_cublas", "ce_chunks", "ce_taper", "ce_fork"):
                 continue  # cuBLAS for the HBM rows, copy engine for the host rows: nothing else applies
             mc = best.host_kernel == "cuda_multicast"
             if name in ("host_programs", "host_split_k") and best.ce_share == 1 and not mc:
