@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh H23|H22|H21|H20|H19|H18|H17|H16|H15|H14|H13|H11|H10|H9|H8|H7|H6|H5|H4|H3|H2|H1|G1|F12|F11|F10|F9|F8|F7|F6|F5|F4|F3|F2|F1|E2|E1|D3|D2|D1|C4|C3|C2|C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V
+#   bash benchmarks/h200_next.sh H24|H23|H22|H21|H20|H19|H18|H17|H16|H15|H14|H13|H11|H10|H9|H8|H7|H6|H5|H4|H3|H2|H1|G1|F12|F11|F10|F9|F8|F7|F6|F5|F4|F3|F2|F1|E2|E1|D3|D2|D1|C4|C3|C2|C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -81,6 +81,18 @@ H16) # (ran: seventeenth session; written in the sixteenth) $DAK_OPT_QSCALE=1 (C
     step 40 python3 -u -m pytest -q -p no:cacheprovider tests/test_hbm_gemv_gpu.py
     ab 110 DAK_OPT_QSCALE=1 e2e-h16 python3 -m dak bench e2e --models opt-6.7b,opt-30b --batch 8 --ratios 0,1,2 \
         --systems dak-consolidated
+    ;;
+H24) # (eighteenth session) H23: measured greedy 6% slower than the roofline's at 5% (9.61 vs 9.04 ms): its attention
+    # curve times host K/V read by the kernel, while the engine copies them a layer ahead. The chain model now prices a
+    # calibrated attention with host K/V at its all-HBM time, the K/V on the link side. Same A/B on it, then the
+    # large-N GPU file on the new large-N chunking heuristic (2 equal chunks up to 25% host rows, else 4 shrinking)
+    e2e="python3 -m dak bench e2e --models llama-2-7b --batch 8 --ratios 1,2,5,10 --systems dak-greedy,dak-consolidated"
+    prof=benchmarks/profiles/h200-llama-2-7b-h17-inherited
+    for run in 1 2; do
+        step 100 $e2e --hardware $prof.json --out "$OUT/e2e-h24-measured-$run.json"
+        step 100 $e2e --hardware $prof-roofline.json --out "$OUT/e2e-h24-roofline-$run.json"
+    done
+    step 200 python3 -u -m pytest -q -p no:cacheprovider tests/test_split_linear_large_n_gpu.py
     ;;
 H22) # (eighteenth session) issue 7's last miss: large N at x = 10%, N <= 2048 ran 1.15-1.18 x bound (target 1.11). The
     # staged chunks may now shrink (ce_taper: the GEMM left after the last copy is short) and run their GEMMs on a forked

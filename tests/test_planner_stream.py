@@ -162,3 +162,45 @@ def test_streamed_infeasible_and_prefill():
     b = budget_for(spec, pre, 0.1, H200)
     c, g = plan(spec, pre, H200, b, "consolidated"), plan(spec, pre, H200, b, "greedy")
     assert c.link_s == g.link_s == 0.0 and c.overhead_s == 0.0
+
+
+def test_kv_ahead_prices_a_calibrated_attention_at_its_all_hbm_time():
+    """A calibrated attention curve times the kernel reading its host K/V itself; with KV
+    copy-ahead the engine copies them into an HBM slot a layer early, so the chain model takes the
+    curve's x = 0 point locally and puts the host K/V on the link side at the copy-engine rate,
+    with one copy start-up. Without a curve (the roofline and its fitted excess), and with
+    kv_ahead off, nothing changes."""
+    from dak.measured import Curve
+    from dak.planner.curves import op_key
+    ops = list_operators(load_spec("llama-2-7b"), W)
+    i = next(j for j, op in enumerate(ops) if op.kind == "attention")
+    op = ops[i]
+    host = [0] * len(ops)
+    host[i] = op.host_bytes_for(max(1, op.units * 3 // 4))
+    x = host[i] / op.bytes
+    t0 = 2 * op.traffic / H200.hbm_bandwidth
+    prof = dataclasses.replace(H200, curves=(Curve(op_key(op), ((0.0, t0), (1.0, 40 * t0))),))
+    on, off = chain_time(ops, host, prof, kv_ahead=True), chain_time(ops, host, prof)
+    assert off.times[i] == pytest.approx(op_time(op, x, prof)) and off.times[i] > 20 * t0
+    assert on.times[i] == pytest.approx(t0) and not on.copy_engine[i]
+    kv_link = x * op.traffic / H200.host_bandwidth_ce + H200.copy_op_overhead_s
+    assert on.link_s == pytest.approx(off.link_s - x * op.traffic / H200.split_host_bandwidth + kv_link)
+    assert chain_time(ops, host, H200, kv_ahead=True) == chain_time(ops, host, H200)  # no curve: as fitted
+
+
+def test_plan_prices_kv_ahead_only_when_asked():
+    """plan(kv_ahead=...) reaches the chain model: on a calibrated profile whose attention curve
+    is steep, host K/V is cheap with copy-ahead, so the greedy plan keeps more of it on the host."""
+    from dak.measured import Curve
+    from dak.planner.curves import op_key
+    spec = load_spec("llama-2-7b")
+    ops = list_operators(spec, W)
+    att = next(op for op in ops if op.kind == "attention")
+    t0 = 2 * att.traffic / H200.hbm_bandwidth
+    prof = dataclasses.replace(H200, curves=(Curve(op_key(att), ((0.0, t0), (0.5, 30 * t0), (1.0, 60 * t0))),))
+    budget = budget_for(spec, W, 0.05, H200)
+    a = plan(spec, W, prof, budget, "greedy", kv_ahead=True)
+    b = plan(spec, W, prof, budget, "greedy", kv_ahead=False)
+    assert a.feasible and b.feasible and a.cost_model == b.cost_model == "measured"
+    kv = lambda pl: sum(o.host_bytes for o, op in zip(pl.ops, ops) if op.kind == "attention")
+    assert kv(a) > kv(b)  # priced as copied ahead, host K/V no longer looks 30-60x the HBM time

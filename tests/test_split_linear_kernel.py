@@ -149,10 +149,13 @@ def test_copy_engine_chunks_and_copy_streams_from_the_environment(monkeypatch):
 def test_large_n_keeps_pipelined_chunks():
     """One chunk per operator is for decode (copy-ahead overlaps operators); large N stages its
     host rows in chunks so cuBLAS multiplies one while the next is copied."""
-    from dak.kernels.config import LARGE_N_CE_CHUNKS, heuristic_config
-    big = heuristic_config(512, 640, 3456, 512, 132, False)
-    assert big.ce_share == 1.0 and big.hbm_cublas and big.ce_chunks == LARGE_N_CE_CHUNKS > 1
-    assert heuristic_config(8, 640, 3456, 512, 132, False).ce_chunks == 1
+    from dak.kernels.config import heuristic_config
+    big = heuristic_config(512, 640, 3456, 512, 132, False)  # 16% of the rows on the host
+    assert big.ce_share == 1.0 and big.hbm_cublas and (big.ce_chunks, big.ce_taper) == (2, 1.0)
+    half = heuristic_config(2048, 2048, 2048, 512, 132, False)  # half: 4 shrinking chunks
+    assert half.hbm_cublas and (half.ce_chunks, half.ce_taper) == (4, 0.5)
+    small = heuristic_config(8, 640, 3456, 512, 132, False)
+    assert small.ce_chunks == 1 and small.ce_taper == 1.0
 
 
 def test_gemv_tiles_for_in_place_decode_configs(monkeypatch):

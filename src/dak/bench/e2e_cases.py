@@ -112,11 +112,11 @@ def real_capacity_budget(spec: ModelSpec, w: Workload, free_hbm: int, margin: in
     return int(free_hbm - 1.5 * minimum_hbm_set(spec, pre).workspace - margin)
 
 
-def _placement(system: str, spec, w, profile, budget, fused: bool) -> Placement | None:
+def _placement(system: str, spec, w, profile, budget, fused: bool, kv_ahead: bool) -> Placement | None:
     if system in DAK_POLICY_SYSTEMS:
-        return plan(spec, w, profile, budget, system.removeprefix("dak-"), fused=fused)
+        return plan(spec, w, profile, budget, system.removeprefix("dak-"), fused=fused, kv_ahead=kv_ahead)
     if system == "all-hbm":
-        return plan(spec, w, profile, budget, "greedy", fused=fused)
+        return plan(spec, w, profile, budget, "greedy", fused=fused, kv_ahead=kv_ahead)
     if system == "uva":
         return uva_placement(spec, w, profile, budget)
     if system == "prefetch":
@@ -124,10 +124,11 @@ def _placement(system: str, spec, w, profile, budget, fused: bool) -> Placement 
     return None
 
 
-def _case(model, cfg, spec, w, system, kind, x, budget, profile, fused: bool) -> Case:
+def _case(model, cfg, spec, w, system, kind, x, budget, profile, fused: bool,
+          kv_ahead: bool = DEFAULT_KV_AHEAD) -> Case:
     skip = ""
     try:
-        pl = _placement(system, spec, w, profile, budget, fused)
+        pl = _placement(system, spec, w, profile, budget, fused, kv_ahead)
         bound = roofline_bound(spec, w, profile, budget)
     except ValueError as e:
         return Case(model, cfg, spec, w, system, kind, x, budget, None, math.inf, skip=str(e))
@@ -155,7 +156,8 @@ def plan_cases(cfg: E2EConfig, free_hbm: int | None = None) -> list[Case]:
                         continue  # one run per model and batch, recorded at x = 0
                     x_run = 0.0 if system == "all-hbm" else x
                     b = profile.hbm_capacity if system == "all-hbm" else budget_for(spec, w, x_run, profile)
-                    c = _case(name, hf, spec, w, system, "ratio", x_run, b, profile, cfg.fuse_projections)
+                    c = _case(name, hf, spec, w, system, "ratio", x_run, b, profile, cfg.fuse_projections,
+                              cfg.kv_ahead)
                     if (x_run == 0 and first is not None and system != "accelerate" and not c.skip
                             and not c.placement.host_bytes and not first.placement.host_bytes):
                         c = dataclasses.replace(c, same_as=first.system)
@@ -177,7 +179,8 @@ def real_capacity_cases(cfg: E2EConfig, free_hbm: int | None = None) -> list[Cas
         free = profile.hbm_capacity - CONTEXT_BYTES if free_hbm is None else free_hbm
         b = min(real_capacity_budget(spec, w, free, cfg.rc_margin), profile.hbm_capacity)
         for system in cfg.rc_systems:
-            c = _case(name, hf, spec, w, system, "real-capacity", None, b, profile, cfg.fuse_projections)
+            c = _case(name, hf, spec, w, system, "real-capacity", None, b, profile, cfg.fuse_projections,
+                      cfg.kv_ahead)
             if not c.required_host_bytes:
                 c = dataclasses.replace(c, note="fits in HBM: not a real-capacity case (raise --rc-batch "
                                                 "or --rc-prompt-len)")

@@ -36,7 +36,7 @@ import math
 from ..hardware import HardwareProfile
 from ..models.ops import DEFAULT_RESERVE, Workload, list_operators, minimum_hbm_set
 from ..models.spec import ModelSpec
-from ..defaults import DEFAULT_FUSE_PROJECTIONS
+from ..defaults import DEFAULT_FUSE_PROJECTIONS, DEFAULT_KV_AHEAD
 from ..units import MIB, format_bytes
 from .cost import op_time
 from .consolidate import consolidate
@@ -96,9 +96,10 @@ def _descend(op, k: int, profile: HardwareProfile) -> int:
 def plan(spec: ModelSpec, workload: Workload, profile: HardwareProfile, hbm_budget: int | None = None,
          policy: str = "greedy", tile_rows: int = 64, reserve: int = DEFAULT_RESERVE,
          spare_link: bool = False, ops=None, cost_model: str = "auto",
-         fused: bool = DEFAULT_FUSE_PROJECTIONS) -> Placement:
+         fused: bool = DEFAULT_FUSE_PROJECTIONS, kv_ahead: bool = DEFAULT_KV_AHEAD) -> Placement:
     """Place every operator of ``spec`` for ``workload`` on ``profile`` under ``hbm_budget`` bytes.
-    ``fused``: the runtime fuses all-HBM q/k/v and gate/up (predictions only)."""
+    ``fused``: the runtime fuses all-HBM q/k/v and gate/up; ``kv_ahead``: it copies host K/V a
+    layer ahead (dak.planner.stream.chain_time; predictions only)."""
     if policy not in POLICIES:
         raise ValueError(f"unknown policy {policy!r}: use one of {', '.join(POLICIES)}")
     budget = profile.hbm_capacity if hbm_budget is None else hbm_budget
@@ -141,7 +142,7 @@ def plan(spec: ModelSpec, workload: Workload, profile: HardwareProfile, hbm_budg
         decode = workload.phase == "decode"
 
         def judge(host):  # predicted decode step of a placement given as host bytes per op
-            return chain_predict(ops, host, workload, profile, fused, base)
+            return chain_predict(ops, host, workload, profile, fused, base, kv_ahead)
 
         def predict(units):
             return judge([op.host_bytes_for(k) for op, k in zip(ops, units)])
@@ -182,7 +183,7 @@ def plan(spec: ModelSpec, workload: Workload, profile: HardwareProfile, hbm_budg
     elif not feasible:
         times = [math.inf] * len(ops)
     elif workload.phase == "decode":  # the copy-ahead chain model (dak.planner.stream)
-        ct, extra = chained(ops, host_parts, workload, profile, fused)
+        ct, extra = chained(ops, host_parts, workload, profile, fused, kv_ahead)
         times, link = list(ct.times), ct.link_s
         staging = staging_for(ops, host_parts) if reserved else 0
         common["overhead_s"] += extra

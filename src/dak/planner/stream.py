@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 from ..shares import ce_min_share, copy_wrap_enabled
 from .cost import op_time
-from .curves import MAX_DECODE_TOKENS
+from .curves import MAX_DECODE_TOKENS, curve_for
 from .overhead import fusion_overhead, split_overhead
 
 MAX_STREAM_KINDS = 10  # linear kinds tried exhaustively (2^10 sets); beyond, the largest ones
@@ -73,15 +73,22 @@ def many_tokens(workload) -> bool:
     return workload.phase == "decode" and workload.batch > MAX_DECODE_TOKENS
 
 
-def chain_time(ops, host_bytes, profile, many: bool = False) -> ChainTime:
+def chain_time(ops, host_bytes, profile, many: bool = False, kv_ahead: bool = False) -> ChainTime:
     """Local times, copy-engine flags and link time L of the placement `host_bytes` (decode;
-    `many`: see many_tokens)."""
+    `many`: see many_tokens). `kv_ahead`: the engine copies each layer's host K/V into an HBM
+    slot during the layer before (dak.runtime.kv_ahead), so an attention with a calibrated curve
+    (timed reading its host K/V itself) is priced at its measured all-HBM time, its host K/V on
+    the link side at the copy-engine rate with one copy start-up; without a curve the roofline
+    (and the profile's fitted attention_host_excess) stays as it was fitted."""
     times, flags, link, first = [], [], 0.0, None
     for op, h in zip(ops, host_bytes):
         x = h / op.bytes if op.bytes else 0.0
         ce = uses_copy_engine(op, h, many)
         flags.append(ce)
-        if ce:
+        if kv_ahead and h and op.kind == "attention" and curve_for(op, profile) is not None:
+            times.append(op_time(op, 0.0, profile))
+            link += x * op.traffic / profile.host_bandwidth_ce + profile.copy_op_overhead_s
+        elif ce:
             # its HBM rows, pro rata of its all-HBM time (a calibrated curve's, else the roofline's)
             times.append(max(op.flops / profile.flops, (1.0 - x) * op_time(op, 0.0, profile)))
             copy = x * op.traffic / profile.host_bandwidth_ce
@@ -100,11 +107,11 @@ STAGED_PARTS = 3  # two copy-ahead slots, and prefill stages the largest host pa
                   # (dak.runtime.offload.staging_bytes_for with the default knobs)
 
 
-def chained(ops, host_bytes, workload, profile, fused: bool) -> tuple[ChainTime, float]:
+def chained(ops, host_bytes, workload, profile, fused: bool, kv_ahead: bool = False) -> tuple[ChainTime, float]:
     """(chain_time, the compute side's time beyond the local times: split operators, unfused
     groups and the step's first copy)."""
     many = many_tokens(workload)
-    ct = chain_time(ops, host_bytes, profile, many)
+    ct = chain_time(ops, host_bytes, profile, many, kv_ahead)
     extra = split_overhead(ops, host_bytes, workload, profile, many) + fusion_overhead(
         ops, host_bytes, workload, profile, fused) + ct.first_s
     return ct, extra
@@ -120,10 +127,10 @@ def combine(compute_s: float, link_s: float) -> float:
     return (compute_s ** p + link_s ** p) ** (1.0 / p)
 
 
-def chain_predict(ops, host_bytes, workload, profile, fused: bool, base: float) -> float:
+def chain_predict(ops, host_bytes, workload, profile, fused: bool, base: float, kv_ahead: bool = False) -> float:
     """Predicted decode step combine(local times + base + overheads, link time); `base`: the
-    step's small kernels (dak.planner.overhead.step_overhead)."""
-    ct, extra = chained(ops, host_bytes, workload, profile, fused)
+    step's small kernels (dak.planner.overhead.step_overhead); `kv_ahead`: see chain_time."""
+    ct, extra = chained(ops, host_bytes, workload, profile, fused, kv_ahead)
     return combine(sum(ct.times) + base + extra, ct.link_s)
 
 

@@ -69,16 +69,17 @@ def placement_for(spec: ModelSpec, w: Workload, profile: HardwareProfile, hbm_bu
         raise ValueError("strict_budget fits a plan's staging inside hbm_budget; it does not apply to host_ratio")
     if host_ratio is None:
         budget = None if hbm_budget is None else parse_size(hbm_budget)
-        pl = plan(spec, w, profile, budget, policy, fused=fused)
+        pl = plan(spec, w, profile, budget, policy, fused=fused, kv_ahead=kv_ahead)
         if not strict_budget:
             return pl
-        return within_budget(pl, spec, lambda b: plan(spec, w, profile, b, policy, fused=fused), kv_ahead)
+        return within_budget(pl, spec, lambda b: plan(spec, w, profile, b, policy, fused=fused, kv_ahead=kv_ahead),
+                             kv_ahead)
     if not 0.0 <= float(host_ratio) <= 1.0:
         raise ValueError(f"host_ratio must be in [0, 1], got {host_ratio}")
     ops = list_operators(spec, w)
     total = sum(op.bytes for op in ops) + minimum_hbm_set(spec, w).total
     budget = max(1, min(profile.hbm_capacity, int(total - float(host_ratio) * sum(op.bytes for op in ops))))
-    return plan(spec, w, profile, budget, "uniform", ops=ops, fused=fused)
+    return plan(spec, w, profile, budget, "uniform", ops=ops, fused=fused, kv_ahead=kv_ahead)
 
 
 def offload(model: str | nn.Module, *, hbm_budget=None, hardware: str | HardwareProfile = "h200-pcie",
