@@ -21,6 +21,14 @@ ab() {  # ab SECONDS VAR=VALUE NAME COMMAND...: COMMAND as it is, then under VAR
     step "$limit" "$@" --out "$OUT/$name-default.json"
     step "$limit" env "$var" "$@" --out "$OUT/$name-$tag.json"
 }
+curves_ab() {  # curves_ab TAG: Llama-2-7B batch 8, greedy + consolidated, the H17 profile with and without its curves, twice
+    local e2e="python3 -m dak bench e2e --models llama-2-7b --batch 8 --ratios 1,2,5,10 --systems dak-greedy,dak-consolidated"
+    local prof=benchmarks/profiles/h200-llama-2-7b-h17-inherited run
+    for run in 1 2; do
+        step 100 $e2e --hardware $prof.json --out "$OUT/e2e-$1-measured-$run.json"
+        step 100 $e2e --hardware $prof-roofline.json --out "$OUT/e2e-$1-roofline-$run.json"
+    done
+}
 case "$1" in
 F3) # (ran: twelfth session) DAK_COPY_WRAP=1 (eleventh session, CPU-tested only): the step's last copy refills the chain's
     # first slot for the next step, so the first copy rides the tail (LM head) instead of stalling the start.
@@ -86,12 +94,7 @@ H24) # (eighteenth session) H23: measured greedy 6% slower than the roofline's a
     # curve times host K/V read by the kernel, while the engine copies them a layer ahead. The chain model now prices a
     # calibrated attention with host K/V at its all-HBM time, the K/V on the link side. Same A/B on it, then the
     # large-N GPU file on the new large-N chunking heuristic (2 equal chunks up to 25% host rows, else 4 shrinking)
-    e2e="python3 -m dak bench e2e --models llama-2-7b --batch 8 --ratios 1,2,5,10 --systems dak-greedy,dak-consolidated"
-    prof=benchmarks/profiles/h200-llama-2-7b-h17-inherited
-    for run in 1 2; do
-        step 100 $e2e --hardware $prof.json --out "$OUT/e2e-h24-measured-$run.json"
-        step 100 $e2e --hardware $prof-roofline.json --out "$OUT/e2e-h24-roofline-$run.json"
-    done
+    curves_ab h24
     step 200 python3 -u -m pytest -q -p no:cacheprovider tests/test_split_linear_large_n_gpu.py
     ;;
 H22) # (eighteenth session) issue 7's last miss: large N at x = 10%, N <= 2048 ran 1.15-1.18 x bound (target 1.11). The
@@ -104,13 +107,9 @@ H22) # (eighteenth session) issue 7's last miss: large N at x = 10%, N <= 2048 r
 H23) # (eighteenth session) issue 6's end-to-end A/B on one profile: the H17 calibration (preset's fitted costs inherited)
     # with its measured curves against the same profile without them (roofline at its measured rates), alternated twice,
     # and the preset once, greedy and consolidated, Llama-2-7B batch 8
-    e2e="python3 -m dak bench e2e --models llama-2-7b --batch 8 --ratios 1,2,5,10 --systems dak-greedy,dak-consolidated"
-    prof=benchmarks/profiles/h200-llama-2-7b-h17-inherited
-    for run in 1 2; do
-        step 100 $e2e --hardware $prof.json --out "$OUT/e2e-h23-measured-$run.json"
-        step 100 $e2e --hardware $prof-roofline.json --out "$OUT/e2e-h23-roofline-$run.json"
-    done
-    step 100 $e2e --out "$OUT/e2e-h23-preset.json"
+    curves_ab h23
+    step 100 python3 -m dak bench e2e --models llama-2-7b --batch 8 --ratios 1,2,5,10 --systems dak-greedy,dak-consolidated \
+        --out "$OUT/e2e-h23-preset.json"
     ;;
 H18) # (not run yet; seventeenth session) 69d37af, CPU-tested only: calibrated profiles inherit the preset's fitted
     # copy-engine start-up, in-place and host-KV excess (dak calibrate --base/--rebase), and the chain model prices
