@@ -186,6 +186,9 @@ def test_kv_ahead_prices_a_calibrated_attention_at_its_all_hbm_time():
     kv_link = x * op.traffic / H200.host_bandwidth_ce + H200.copy_op_overhead_s
     assert on.link_s == pytest.approx(off.link_s - x * op.traffic / H200.split_host_bandwidth + kv_link)
     assert chain_time(ops, host, H200, kv_ahead=True) == chain_time(ops, host, H200)  # no curve: as fitted
+    excess = H200.attention_host_excess * x * op.traffic / H200.split_host_bandwidth
+    assert excess > 0 and split_overhead(ops, host, W, prof) == 0.0  # the curve carries its own excess
+    assert split_overhead(ops, host, W, prof, kv_ahead=True) == pytest.approx(excess)  # copied ahead: it does not
 
 
 def test_plan_prices_kv_ahead_only_when_asked():

@@ -9,7 +9,9 @@
 * ``split_overhead``: dak's split operators beyond their roofline: per split linear read in place
   (``inplace_op_overhead_s``) or through the copy engine (``copy_op_overhead_s``, host share
   above ``dak.shares.ce_min_share()``), and ``attention_host_excess`` x the host-KV link time
-  of split attention. Operators with a measured curve carry their own excess and add nothing.
+  of split attention. Operators with a measured curve carry their own excess and add nothing,
+  except an attention whose host K/V the engine copies a layer ahead (``kv_ahead``): its curve
+  then prices only its HBM reads (dak.planner.stream.chain_time), so the excess applies.
   A copy-engine linear's copy also pays ``copy_op_overhead_s`` of start-up on the link side of
   the copy-ahead chain model (``dak.planner.stream``).
 """
@@ -80,7 +82,8 @@ def fusion_overhead(ops, host_bytes, workload: Workload, profile: HardwareProfil
     return extra * profile.unfused_op_overhead_s
 
 
-def split_overhead(ops, host_bytes, workload: Workload, profile: HardwareProfile, many: bool = False) -> float:
+def split_overhead(ops, host_bytes, workload: Workload, profile: HardwareProfile, many: bool = False,
+                   kv_ahead: bool = False) -> float:
     """Decode-step time of the split operators beyond their roofline; `host_bytes[i]` is the
     host part of `ops[i]`; `many`: more tokens than a decode program covers, so every split
     linear goes through the copy engine."""
@@ -88,7 +91,9 @@ def split_overhead(ops, host_bytes, workload: Workload, profile: HardwareProfile
         return 0.0
     share, total = ce_min_share(), 0.0
     for op, host in zip(ops, host_bytes):
-        if not host or op.kind.startswith("embed") or curve_for(op, profile) is not None:
+        if not host or op.kind.startswith("embed"):
+            continue
+        if curve_for(op, profile) is not None and not (kv_ahead and op.kind == "attention"):
             continue
         ratio = host / op.bytes
         if op.kind == "attention":

@@ -78,8 +78,9 @@ def chain_time(ops, host_bytes, profile, many: bool = False, kv_ahead: bool = Fa
     `many`: see many_tokens). `kv_ahead`: the engine copies each layer's host K/V into an HBM
     slot during the layer before (dak.runtime.kv_ahead), so an attention with a calibrated curve
     (timed reading its host K/V itself) is priced at its measured all-HBM time, its host K/V on
-    the link side at the copy-engine rate with one copy start-up; without a curve the roofline
-    (and the profile's fitted attention_host_excess) stays as it was fitted."""
+    the link side at the copy-engine rate with one copy start-up (and, as for the roofline's
+    attention, the profile's attention_host_excess on the compute side: split_overhead); without
+    a curve the roofline stays as it was fitted."""
     times, flags, link, first = [], [], 0.0, None
     for op, h in zip(ops, host_bytes):
         x = h / op.bytes if op.bytes else 0.0
@@ -112,7 +113,7 @@ def chained(ops, host_bytes, workload, profile, fused: bool, kv_ahead: bool = Fa
     groups and the step's first copy)."""
     many = many_tokens(workload)
     ct = chain_time(ops, host_bytes, profile, many, kv_ahead)
-    extra = split_overhead(ops, host_bytes, workload, profile, many) + fusion_overhead(
+    extra = split_overhead(ops, host_bytes, workload, profile, many, kv_ahead) + fusion_overhead(
         ops, host_bytes, workload, profile, fused) + ct.first_s
     return ct, extra
 
