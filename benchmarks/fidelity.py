@@ -4,7 +4,8 @@ For a calibrated profile, a model and workload, and several offload levels (shar
 bytes that must live on the host), it plans with the greedy twice -- on the profile's measured
 curves and on the pure roofline -- and times every distinct (operator shape, host rows or
 requests) of both placements with the same modules the calibration timed (SplitLinear with the
-tuning cache calibrate seeded, split decode attention). It reports:
+tuning cache calibrate seeded, split decode attention); a q/k/v or gate/up member whose whole set
+is in HBM counts as its byte share of the set's fused product, as the runtime runs it. It reports:
 - the share of operators whose predicted time (measured cost model) is within 10% of measured,
   next to the same share for the roofline's predictions;
 - end to end: the sum of measured operator times of each placement (operators run one after
@@ -60,6 +61,37 @@ def measure(groups, jobs, spec, w, tile_rows, tune):
     return times
 
 
+def fused_shares(spec, w, ops, tile_rows, tune) -> dict:
+    """{member shape key: seconds}: each member's byte share of its projection set's fused product
+    all in HBM, timed as calibrate times it (dak.calibrate.fusion) -- how the runtime runs a
+    q/k/v or gate/up set whose members are all in HBM, and what a fused curve's x = 0 point is."""
+    from dak.calibrate.fusion import fusion_sets, time_fused
+    shares = {}
+    for fs in fusion_sets(list(ops.values()), w.dtype_bytes):
+        t = time_fused(fs, w.dtype, tile_rows, tune)
+        print(f"  fused {'/'.join(fs.kinds)} ({fs.m}x{fs.k}): {t * 1e6:.1f} us", flush=True)
+        for key, rows in zip(fs.keys, fs.rows):
+            shares.setdefault(key, t * rows / fs.m)
+    return shares
+
+
+def fused_members(pl, ops) -> set:
+    """Names of the operators the runtime multiplies fused: every member of a layer's q/k/v or
+    gate/up set when all of them are in HBM (dak.nn.fused_proj); `ops`: operators by name."""
+    from dak.planner.curves import PROJECTION_GROUPS
+    by_layer = {}
+    for p in pl.ops:
+        if ops[p.name].layer is not None:
+            by_layer.setdefault(ops[p.name].layer, []).append(p)
+    out = set()
+    for members in by_layer.values():
+        for group in PROJECTION_GROUPS:
+            ps = [p for p in members if p.kind in group]
+            if len(ps) >= 2 and all(p.ratio == 0 for p in ps):
+                out.update(p.name for p in ps)
+    return out
+
+
 def host_units(p) -> int:
     return p.host_requests if p.kind == "attention" else p.host_rows
 
@@ -84,6 +116,7 @@ def main():
     groups = {(op_key(ops[p.name]), host_units(p)) for _, pls in plans for pl in pls.values() for p in pl.ops
               if op_key(ops[p.name]) in jobs}
     times = measure(groups, jobs, spec, w, a.tile_rows, not a.no_tune)
+    shares = fused_shares(spec, w, ops, a.tile_rows, not a.no_tune)
     rows, summary = [], []
     for f, pls in plans:
         e2e = {}
@@ -92,9 +125,12 @@ def main():
             # a placement's op.time_s leaves copy-engine rows' link time to the step (dak.planner.stream)
             prof = profile if cm == "measured" else profile.roofline_only()
             measured_total = predicted_total = 0.0
+            fused = fused_members(pl, ops)
             for p in pl.ops:
-                g = (op_key(ops[p.name]), host_units(p))
-                t, pred = times.get(g), op_time(ops[p.name], p.ratio, prof)
+                key = op_key(ops[p.name])
+                t, pred = times.get((key, host_units(p))), op_time(ops[p.name], p.ratio, prof)
+                if p.name in fused and key in shares:  # the runtime multiplies the set as one matrix
+                    t = shares[key]
                 measured_total += pred if t is None else t
                 predicted_total += pred
                 if t is not None:
