@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh H28|H27|H26|H25|H24|H23|H22|H21|H20|H19|H18|H17|H16|H15|H14|H13|H11|H10|H9|H8|H7|H6|H5|H4|H3|H2|H1|G1|F12|F11|F10|F9|F8|F7|F6|F5|F4|F3|F2|F1|E2|E1|D3|D2|D1|C4|C3|C2|C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V
+#   bash benchmarks/h200_next.sh H29|H28|H27|H26|H25|H24|H23|H22|H21|H20|H19|H18|H17|H16|H15|H14|H13|H11|H10|H9|H8|H7|H6|H5|H4|H3|H2|H1|G1|F12|F11|F10|F9|F8|F7|F6|F5|F4|F3|F2|F1|E2|E1|D3|D2|D1|C4|C3|C2|C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -89,6 +89,10 @@ H16) # (ran: seventeenth session; written in the sixteenth) $DAK_OPT_QSCALE=1 (C
     step 40 python3 -u -m pytest -q -p no:cacheprovider tests/test_hbm_gemv_gpu.py
     ab 110 DAK_OPT_QSCALE=1 e2e-h16 python3 -m dak bench e2e --models opt-6.7b,opt-30b --batch 8 --ratios 0,1,2 \
         --systems dak-consolidated
+    ;;
+H29) # (eighteenth session) the new large-N chunking at batch 512 (every operator there runs the large-N path)
+    step 170 python3 -m dak bench e2e --models llama-2-7b --batch 512 --ratios 5 --systems dak-consolidated,dak-uniform \
+        --out "$OUT/e2e-h29-bs512-s18-h200.json"
     ;;
 H28) # (eighteenth session) H27: OPT-6.7B 79.3% within 10%, misses at calibrated grid points themselves (4096x4096 at
     # 4.7%: curve 64.2 us, fidelity 49.6): calibrate and fidelity in one call, one cache
