@@ -76,20 +76,11 @@ def fused_shares(spec, w, ops, tile_rows, tune) -> dict:
 
 
 def fused_members(pl, ops) -> set:
-    """Names of the operators the runtime multiplies fused: every member of a layer's q/k/v or
-    gate/up set when all of them are in HBM (dak.nn.fused_proj); `ops`: operators by name."""
-    from dak.planner.curves import PROJECTION_GROUPS
-    by_layer = {}
-    for p in pl.ops:
-        if ops[p.name].layer is not None:
-            by_layer.setdefault(ops[p.name].layer, []).append(p)
-    out = set()
-    for members in by_layer.values():
-        for group in PROJECTION_GROUPS:
-            ps = [p for p in members if p.kind in group]
-            if len(ps) >= 2 and all(p.ratio == 0 for p in ps):
-                out.update(p.name for p in ps)
-    return out
+    """Names of the operators of placement `pl` the runtime multiplies fused
+    (dak.planner.overhead.fused_projection_ops); `ops`: operators by name."""
+    from dak.planner.overhead import fused_projection_ops
+    idx = fused_projection_ops([ops[p.name] for p in pl.ops], [p.host_bytes for p in pl.ops])
+    return {pl.ops[i].name for i in idx}
 
 
 def host_units(p) -> int:

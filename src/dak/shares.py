@@ -52,8 +52,8 @@ def ce_min_share() -> float:
     return v
 
 
-# Copy-engine chunks per operator in an untuned decode config (large N keeps 4:
-# 2 or 4: dak.kernels.config.large_n_chunking). More chunks pipeline copy and GEMM
+# Copy-engine chunks per operator in an untuned decode config (large N takes 2 or 4:
+# dak.kernels.config.large_n_chunking). More chunks pipeline copy and GEMM
 # inside one operator, but every copy pays the engine's start-up (HARDWARE.md: 1 MiB copies run
 # at 33.5 GB/s, 8 MiB at 48, 1 GiB at 55), and in a decode step copy-ahead already overlaps one
 # operator's copy with the previous one's GEMMs. H200, bs 8, x = 5%, consolidated: 1 chunk

@@ -124,8 +124,7 @@ def _placement(system: str, spec, w, profile, budget, fused: bool, kv_ahead: boo
     return None
 
 
-def _case(model, cfg, spec, w, system, kind, x, budget, profile, fused: bool,
-          kv_ahead: bool = DEFAULT_KV_AHEAD) -> Case:
+def _case(model, cfg, spec, w, system, kind, x, budget, profile, fused: bool, kv_ahead: bool) -> Case:
     skip = ""
     try:
         pl = _placement(system, spec, w, profile, budget, fused, kv_ahead)

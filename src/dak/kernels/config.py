@@ -180,6 +180,7 @@ def heuristic_config(n_tokens: int, m_host: int, m_hbm: int, k: int, sms: int, t
         block_m = 64
     block_k, stages, hbm_programs = pick_block_k(k), 3 if block_n <= 32 else 2, 2 * sms
     many = n_tokens > MAX_DECODE_TOKENS  # prefill / large batch: cuBLAS GEMMs, host rows staged
+    chunks, taper = large_n_chunking(m_host, m_total) if many else (ce_chunks_default(), 1.0)
     ce = many or m_host > ce_min_share() * m_total  # every host row staged by the copy engine
     if block_n == 16 and not ce and m_hbm and split_gemv_tiles_enabled():
         g = gemv_heuristic(m_hbm, k)
@@ -202,8 +203,8 @@ def heuristic_config(n_tokens: int, m_host: int, m_hbm: int, k: int, sms: int, t
         host_tma=False,
         hbm_tma=False,
         ce_share=1.0 if ce else 0.0,
-        ce_chunks=large_n_chunking(m_host, m_total)[0] if many else ce_chunks_default(),
-        ce_taper=large_n_chunking(m_host, m_total)[1] if many else 1.0,
+        ce_chunks=chunks,
+        ce_taper=taper,
         hbm_cublas=many or (ce and m_host > 0 and ce_hbm_cublas()),
         host_kernel="triton_once" if n_tokens > block_n else "triton",
     )

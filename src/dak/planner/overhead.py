@@ -56,6 +56,34 @@ def epilogues_on() -> dict:
     return {EPILOGUES[0]: env_flag("DAK_GEMV_SILU", gemv), EPILOGUES[1]: opt, EPILOGUES[2]: opt}
 
 
+def layer_kinds(ops) -> dict:
+    """{layer: {kind: index into ops}}: each layer's operators by kind (layer None: the rest)."""
+    by_layer: dict = {}
+    for i, op in enumerate(ops):
+        by_layer.setdefault(op.layer, {})[op.kind] = i
+    return by_layer
+
+
+def fused_projection_ops(ops, host_bytes) -> set:
+    """Indices of the operators the runtime multiplies as one fused product: every member of a
+    layer's q/k/v or gate/up set (two or more present) when none of them holds host rows
+    (dak.nn.fused_proj, the default)."""
+    out = set()
+    for idx in layer_kinds(ops).values():
+        for group in PROJECTION_GROUPS:
+            members = [idx[k] for k in group if k in idx]
+            if len(members) >= 2 and not any(host_bytes[i] for i in members):
+                out.update(members)
+    return out
+
+
+def copied_ahead(op, host: int, profile: HardwareProfile, kv_ahead: bool) -> bool:
+    """Whether `op` is a calibrated attention whose host K/V the engine copies a layer ahead
+    (`kv_ahead`): its curve timed the kernel reading host K/V in place, which then does not
+    happen (dak.planner.stream.chain_time prices it; split_overhead adds the fitted excess)."""
+    return kv_ahead and bool(host) and op.kind == "attention" and curve_for(op, profile) is not None
+
+
 def fusion_overhead(ops, host_bytes, workload: Workload, profile: HardwareProfile, fused: bool) -> float:
     """Extra launches, each unfused_op_overhead_s, where a fusion of the all-HBM step is lost:
     (members - 1) per projection group of a layer that runs unfused (`fused` off or a member has
@@ -65,12 +93,10 @@ def fusion_overhead(ops, host_bytes, workload: Workload, profile: HardwareProfil
     against the fused layer's few)."""
     if workload.phase != "decode" or not profile.unfused_op_overhead_s:
         return 0.0
-    by_layer: dict = {}
-    for op, host in zip(ops, host_bytes):
-        by_layer.setdefault(op.layer, {})[op.kind] = host
     on = epilogues_on()
     extra = 0
-    for kinds in by_layer.values():
+    for idx in layer_kinds(ops).values():
+        kinds = {kind: host_bytes[i] for kind, i in idx.items()}
         for group in PROJECTION_GROUPS:
             members = [kinds[k] for k in group if k in kinds]
             if len(members) >= 2 and (not fused or any(members)):
@@ -93,7 +119,7 @@ def split_overhead(ops, host_bytes, workload: Workload, profile: HardwareProfile
     for op, host in zip(ops, host_bytes):
         if not host or op.kind.startswith("embed"):
             continue
-        if curve_for(op, profile) is not None and not (kv_ahead and op.kind == "attention"):
+        if curve_for(op, profile) is not None and not copied_ahead(op, host, profile, kv_ahead):
             continue
         ratio = host / op.bytes
         if op.kind == "attention":

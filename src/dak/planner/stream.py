@@ -37,8 +37,8 @@ from dataclasses import dataclass
 
 from ..shares import ce_min_share, copy_wrap_enabled
 from .cost import op_time
-from .curves import MAX_DECODE_TOKENS, curve_for
-from .overhead import fusion_overhead, split_overhead
+from .curves import MAX_DECODE_TOKENS
+from .overhead import copied_ahead, fusion_overhead, split_overhead
 
 MAX_STREAM_KINDS = 10  # linear kinds tried exhaustively (2^10 sets); beyond, the largest ones
 # The step's two sides combine as a p-norm rather than a hard max. Fitted with the profile's
@@ -86,7 +86,7 @@ def chain_time(ops, host_bytes, profile, many: bool = False, kv_ahead: bool = Fa
         x = h / op.bytes if op.bytes else 0.0
         ce = uses_copy_engine(op, h, many)
         flags.append(ce)
-        if kv_ahead and h and op.kind == "attention" and curve_for(op, profile) is not None:
+        if copied_ahead(op, h, profile, kv_ahead):
             times.append(op_time(op, 0.0, profile))
             link += x * op.traffic / profile.host_bandwidth_ce + profile.copy_op_overhead_s
         elif ce:
