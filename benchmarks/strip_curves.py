@@ -17,7 +17,10 @@ from dak.hardware import get_profile
 
 
 def strip(src: str, dst: str) -> None:
-    prof = get_profile(src)
+    try:
+        prof = get_profile(src)
+    except ValueError as exc:  # missing, unreadable or malformed: say so without a traceback
+        raise SystemExit(str(exc)) from None
     if not prof.curves:
         raise SystemExit(f"{src} has no measured curves: nothing to strip (it already plans on the roofline)")
     meta = dict(prof.meta, derived_from=src, derivation="measured curves removed (benchmarks/strip_curves.py)")
