@@ -38,7 +38,7 @@ from dak.host import PinnedBuffer, device_matrix  # noqa: E402
 from dak.kernels.split_linear_checks import host_link_bytes, tma_compatible  # noqa: E402
 from dak.kernels.split_linear_ce import ce_rows, split_linear_ce, staging_buffer  # noqa: E402
 from dak.kernels.split_linear_route import run_split_linear  # noqa: E402
-from linear_large_n import GRIDS, bench_large_n  # noqa: E402
+from linear_large_n import PATHS, bench_large_n  # noqa: E402
 from dak.kernels.config import heuristic_config  # noqa: E402
 from dak.kernels import tuning  # noqa: E402
 from dak.kernels.tuning import sweep  # noqa: E402
@@ -140,7 +140,7 @@ def main(argv=None):
     ap.add_argument("--ratios", default=None, help="host shares in percent (default "
                     "0,0.5,1,2,5,10,25,50,100; with --large-n 10,50)")
     ap.add_argument("--large-n", action="store_true", help="amplifying vs read-once host paths per N")
-    ap.add_argument("--paths", default=",".join(GRIDS), help="--large-n: comma list of " + ",".join(GRIDS))
+    ap.add_argument("--paths", default=",".join(PATHS), help="--large-n: comma list of " + ",".join(PATHS))
     ap.add_argument("--tune-large", action="store_true", help="--large-n: also run dak's sweep per case")
     ap.add_argument("--dtype", default="bf16", choices=["bf16", "fp16"])
     ap.add_argument("--row-tile", type=int, default=16)
@@ -155,8 +155,8 @@ def main(argv=None):
     ratios = [float(r) / 100 for r in (a.ratios or ("10,50" if large else "0,0.5,1,2,5,10,25,50,100")).split(",")]
     shapes = a.shapes or ("opt-30b.qkvo" if large else ",".join(SHAPES))
     paths = [p for p in a.paths.split(",") if p]
-    if any(p not in GRIDS for p in paths):
-        sys.exit(f"unknown path in {a.paths!r}; choose from {', '.join(GRIDS)}")
+    if any(p not in PATHS for p in paths):
+        sys.exit(f"unknown path in {a.paths!r}; choose from {', '.join(PATHS)}")
     b_h = h2d_bandwidth()
     print(f"measured copy-engine H2D bandwidth B_h = {b_h/1e9:.1f} GB/s", flush=True)
     rows: list[dict] = []

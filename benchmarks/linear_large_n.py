@@ -9,6 +9,8 @@ configs for each host path:
   ce              all host rows staged by the copy engine in chunks, multiplied by cuBLAS
   ce_cublas       as ce, and the HBM rows by cuBLAS too (no split kernel); chunks 2/4/8, equal or
                   shrinking (ce_taper), their GEMMs after or beside the HBM GEMM (ce_fork)
+  ce_chained      ce_cublas in a chain of CHAIN_OPS operators linked by copy-ahead, as a decode
+                  step runs them (linear_chain.py): time per operator; chunks 1/2/4
 and records link bytes per host byte (counted from each grid), the dense compute time
 T_comp = 2NMK / F (F = torch's all-HBM FLOP/s on this shape at the run's largest N), the
 compute-aware bound max(T_comp, (1-x)C/B_g, xC/B_h) (B_g = torch's GEMV bandwidth on this
@@ -27,6 +29,7 @@ from dak.kernels.split_linear_route import run_split_linear
 from dak.kernels.timing import graph_time_ms
 from dak.kernels.tuning import sweep
 from dak.nn.split_linear import host_rows_for
+from linear_chain import chain_modules, chained_variants
 
 HBM_SIDE = dict(block_m=64, block_k=64, num_warps=4, num_stages=3)  # HBM rows of every variant
 GRIDS = {
@@ -41,6 +44,8 @@ GRIDS = {
                   for ch in (2, 4, 8) for tp in (1.0, 0.5, 0.3) for fk in (False, True)
                   if ch > 2 or tp != 0.3],  # two chunks: 0.5 and 0.3 differ by at most a tile
 }
+PATHS = (*GRIDS, "ce_chained")
+CHAIN_OPS = 8  # operators per ce_chained chain
 VARIED = ("ce_chunks", "ce_taper", "ce_fork", "host_programs", "block_n", "mc_cluster")  # recorded per variant
 
 
@@ -50,6 +55,15 @@ def _time(fn) -> float:
     except (ValueError, RuntimeError) as exc:  # a variant this machine cannot run
         print(f"    skipped: {str(exc).splitlines()[0][:160]}", flush=True)
         return float("inf")
+
+
+def _entry(t, cfg, bound, c, n, m_h, k, es, b_h, variants) -> dict:
+    return {
+        "t_ms": t, "config": cfg.to_dict(), "eb": c / (t * 1e-3), "over_bound": t / bound,
+        "host_link_bytes_per_host_byte": host_link_bytes(n, m_h, k, es, cfg) / (m_h * k * es),
+        "link_time_ratio": t * 1e-3 * b_h / (m_h * k * es),  # >= bytes/host byte when link-bound
+        "variants": variants,
+    }
 
 
 def bench_large_n(name, m, k, tokens, ratios, b_h, dtype, row_tile, paths, tune, rows_out):
@@ -64,6 +78,7 @@ def bench_large_n(name, m, k, tokens, ratios, b_h, dtype, row_tile, paths, tune,
     xs = {n: torch.randn(n, k, device="cuda").to(dtype) for n in tokens}
     t_torch = {n: graph_time_ms([lambda n=n: torch.nn.functional.linear(xs[n], w)]) for n in tokens}
     flops = max(2 * n * m * k / (t_torch[n] * 1e-3) for n in tokens)
+    chains: dict[int, list] = {}  # host rows -> ce_chained's modules
     print(f"{name}: B_g {b_g / 1e9:.0f} GB/s (N=8), dense {flops / 1e12:.0f} TFLOP/s, B_h {b_h / 1e9:.1f} GB/s",
           flush=True)
     for n in tokens:
@@ -81,6 +96,16 @@ def bench_large_n(name, m, k, tokens, ratios, b_h, dtype, row_tile, paths, tune,
                    "t_torch_ms": t_torch[n], "T_comp_ms": t_comp, "bound_ms": bound, "B_g": b_g, "B_h": b_h,
                    "dense_flops": flops, "paths": {}}
             for path in paths:
+                if path == "ce_chained":
+                    if m_h not in chains:
+                        chains[m_h] = chain_modules(w, m_h, CHAIN_OPS, row_tile)
+                    variants = chained_variants(chains[m_h], x, w, sms, {**HBM_SIDE, "hbm_programs": 2 * sms})
+                    v = min(variants, key=lambda v: v["t_ms"])
+                    row["paths"][path] = _entry(v["t_ms"], KernelConfig(**v["config"]), bound, c, n, m_h, k, es,
+                                                b_h, [{f: v[f] for f in ("ce_chunks", "ce_taper", "t_ms")}
+                                                      for v in variants])
+                    row["paths"][path]["chain_ops"] = CHAIN_OPS
+                    continue
                 best, variants = (float("inf"), None), []
                 for kw in GRIDS[path]:
                     cfg = finalize(KernelConfig(**{**HBM_SIDE, "hbm_programs": 2 * sms, **kw}), m_h, m - m_h, sms)
@@ -90,12 +115,7 @@ def bench_large_n(name, m, k, tokens, ratios, b_h, dtype, row_tile, paths, tune,
                 t, cfg = best
                 if cfg is None:
                     continue
-                row["paths"][path] = {
-                    "t_ms": t, "config": cfg.to_dict(), "eb": c / (t * 1e-3), "over_bound": t / bound,
-                    "host_link_bytes_per_host_byte": host_link_bytes(n, m_h, k, es, cfg) / (m_h * k * es),
-                    "link_time_ratio": t * 1e-3 * b_h / (m_h * k * es),  # >= bytes/host byte when link-bound
-                    "variants": variants,
-                }
+                row["paths"][path] = _entry(t, cfg, bound, c, n, m_h, k, es, b_h, variants)
             if tune:
                 tma_ok = tma_compatible(wh) and (m_h == m or tma_compatible(wg))
                 cfg, _ = sweep(lambda cf: run_split_linear(x, wh, wg, None, cf, sms, out=out), n, m_h, m - m_h,
@@ -116,3 +136,4 @@ def bench_large_n(name, m, k, tokens, ratios, b_h, dtype, row_tile, paths, tune,
                              f"amp{v['host_link_bytes_per_host_byte']:.1f}" for p, v in row["paths"].items()),
                   flush=True)
     pinned.free()
+    chains.clear()

@@ -157,3 +157,55 @@ def test_wrapped_chain_skips_the_first_copy_and_stays_exact(streams, slots, grou
     assert torch.equal(static_y, run(xi)), "replay after prime differs"
     for mods, _, _ in chains:
         copy_ahead.unlink(mods)
+
+
+@pytest.mark.parametrize("chunks,taper", [(1, 1.0), (2, 1.0), (4, 0.5)])
+def test_large_n_chain_under_graph_replay_matches_fp32_reference(chunks, taper):
+    """Batch-512-like decode: every operator of the chain on the large-N path (all host rows
+    staged, HBM rows by cuBLAS), as benchmarks/linear_chain.py times it; replays with fresh
+    inputs match a float32 reference and the unchained result."""
+    from dak.kernels.config import finalize
+    torch.manual_seed(9)
+    dtype, n, dims = torch.bfloat16, 300, [704, 1400, 700, 704]
+    mods = []
+    for i, (k, m) in enumerate(zip(dims[:-1], dims[1:])):
+        mod = SplitLinear(torch.randn(m, k, device="cuda").to(dtype) / k ** 0.5, host_ratio=(0.1, 0.5, 0.3)[i],
+                          row_tile=16, tune=False).cuda()
+        mod._configs[token_bucket(n)] = finalize(
+            KernelConfig(block_m=64, block_k=64, ce_share=1.0, ce_chunks=chunks, ce_taper=taper, hbm_cublas=True,
+                         hbm_programs=264), mod.host_rows, m - mod.host_rows, 132)
+        mods.append(mod)
+
+    def run(x):
+        for mod in mods:
+            x = mod(x)
+        return x
+
+    def reference(x):
+        y = x.float()
+        for mod in mods:
+            y = (y.to(dtype).float() @ mod.full_weight().float().t())
+        return y
+
+    x = torch.randn(n, dims[0], device="cuda").to(dtype)
+    unchained = run(x)
+    with copy_ahead.record_chain() as order:
+        run(x)
+    assert copy_ahead.link_chain(order, n) == len(mods)
+    static_x = x.clone()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        with copy_ahead.copy_ahead_step(torch.device("cuda")):
+            static_y = run(static_x)
+    static_y.fill_(float("nan"))
+    g.replay()
+    assert torch.equal(static_y, unchained), "chained replay differs from the unchained step"
+    for trial in range(5):
+        xi = torch.randn(n, dims[0], device="cuda").to(dtype)
+        static_x.copy_(xi)
+        static_y.fill_(float("nan"))
+        g.replay()
+        ref = reference(xi)
+        err = ((static_y.float() - ref).norm() / ref.norm()).item()
+        assert err < 2e-2, f"replay {trial}: relative error {err:.2e}"
+    copy_ahead.unlink(mods)

@@ -1,0 +1,74 @@
+"""Large-N split linear timed the way the runtime runs it in a decode step: chained by copy-ahead.
+
+`linear_large_n` times one operator alone: its first copy starts only when the operator is
+called, so every call pays the copy engine's start-up (about 15 us before the first byte lands;
+HARDWARE.md: 8 MiB at 48 GB/s against 55 for 1 GiB) and the GEMM left after its last byte. In a
+decode step (dak.runtime.engine, also at batch 512, where every operator takes the large-N
+path) the SplitLinears are chained by dak.kernels.copy_ahead: operator i+1's copy is queued
+behind operator i's, into the other staging slot, so the link streams from one operator into
+the next. Here `ops` SplitLinears of one shape (the same weight, each in its own pinned buffer
+and HBM part) run one after another in such a chain, captured in a CUDA graph; the time per
+operator is the replay's time / ops, the chain's start-up and its last GEMM included. Each
+variant's output is checked against x @ W^T before it is timed.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from dak.kernels import copy_ahead
+from dak.kernels.config import KernelConfig, finalize
+from dak.kernels.timing import graph_time_ms
+from dak.kernels.tuning import token_bucket
+from dak.nn import SplitLinear
+
+CHAIN_GRID = [dict(ce_share=1.0, ce_chunks=ch, hbm_cublas=True, ce_taper=tp) for ch, tp in ((1, 1.0), (2, 1.0), (4, 0.5))]
+
+
+def chain_modules(w: torch.Tensor, m_h: int, ops: int, row_tile: int) -> list[SplitLinear]:
+    """`ops` SplitLinears holding `w` with its first m_h rows in pinned memory (untuned)."""
+    return [SplitLinear(w, host_rows=m_h, row_tile=row_tile, tune=False) for _ in range(ops)]
+
+
+def chain_step(mods: list[SplitLinear], x: torch.Tensor, cfg: KernelConfig):
+    """Give every module `cfg` for x's token count, chain them; returns the chained step."""
+    for mod in mods:
+        mod._configs[token_bucket(x.shape[0])] = cfg
+        mod._ahead = None
+
+    def run():
+        return [mod(x) for mod in mods]
+    with copy_ahead.record_chain() as order:
+        run()
+    if copy_ahead.link_chain(order, x.shape[0]) != len(mods):
+        raise RuntimeError(f"only part of the {len(mods)} operators could be chained")
+
+    def step():
+        with copy_ahead.copy_ahead_step(x.device):
+            return run()
+    return step
+
+
+def chain_error(step, ref: torch.Tensor) -> float:
+    """Largest relative difference of any operator's output in `step()` from `ref` (inf for NaN)."""
+    scale = ref.abs().max().clamp_min(1e-6)
+    errs = [((y.float() - ref).abs().max() / scale).item() for y in step()]
+    return max(e if e == e else float("inf") for e in errs)
+
+
+def chained_variants(mods: list[SplitLinear], x: torch.Tensor, w: torch.Tensor, sms: int, base: dict) -> list[dict]:
+    """Per CHAIN_GRID variant: its config fields and the chain's time per operator in ms."""
+    m, m_h = w.shape[0], mods[0].host_rows
+    ref = x.float() @ w.float().t()
+    out = []
+    for kw in CHAIN_GRID:
+        cfg = finalize(KernelConfig(**{**base, **kw}), m_h, m - m_h, sms)
+        step = chain_step(mods, x, cfg)
+        err = chain_error(step, ref)
+        if not err <= 2e-2:
+            raise RuntimeError(f"chained split linear differs from x @ W^T (rel. {err:.3g}) for {kw}")
+        t = graph_time_ms([step], target_ms=20.0, max_replays=9) / len(mods)
+        out.append({"ce_chunks": cfg.ce_chunks, "ce_taper": cfg.ce_taper, "t_ms": t, "config": cfg.to_dict()})
+    for mod in mods:
+        mod._ahead = None
+    return out

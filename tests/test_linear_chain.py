@@ -1,0 +1,31 @@
+"""benchmarks/linear_chain.py off the GPU: the chained large-N operators compute x @ W^T, and
+the check that guards every timed variant catches a wrong host row or a NaN."""
+
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import linear_chain  # noqa: E402
+
+from dak.kernels.config import KernelConfig, finalize  # noqa: E402
+
+
+def test_chain_check_passes_the_chain_and_catches_a_wrong_row():
+    torch.manual_seed(11)
+    m, k, n, m_h = 96, 64, 130, 48
+    w = (torch.randn(m, k) / k ** 0.5).to(torch.bfloat16)
+    x = torch.randn(n, k).to(torch.bfloat16)
+    mods = linear_chain.chain_modules(w, m_h, 3, row_tile=16)
+    cfg = finalize(KernelConfig(block_m=16, block_n=64, block_k=32, hbm_programs=4, ce_share=1.0, ce_chunks=2,
+                                hbm_cublas=True, ce_taper=0.5), m_h, m - m_h, 4)
+    step = linear_chain.chain_step(mods, x, cfg)
+    ref = x.float() @ w.float().t()
+    assert linear_chain.chain_error(step, ref) < 2e-2
+    mods[1].w_host[5, 7] += 4.0  # one host weight of the middle operator
+    assert linear_chain.chain_error(step, ref) > 0.1
+    mods[2].w_host[0, 3] = float("nan")
+    assert linear_chain.chain_error(step, ref) == float("inf")
+    for mod in mods:
+        mod._host.free()
