@@ -9,10 +9,14 @@ behind operator i's, into the other staging slot, so the link streams from one o
 the next. Here `ops` SplitLinears of one shape (the same weight, each in its own pinned buffer
 and HBM part) run one after another in such a chain, captured in a CUDA graph; the time per
 operator is the replay's time / ops, the chain's start-up and its last GEMM included. Each
-variant's output is checked against x @ W^T before it is timed.
+variant (chunks, taper, fork; with more than one chunk, also under $DAK_CHAIN_ONE_CHUNK=0, where
+every operator keeps its chunks instead of all but the last copying in one memcpy) has its output
+checked against x @ W^T before it is timed.
 """
 
 from __future__ import annotations
+
+import os
 
 import torch
 
@@ -22,7 +26,15 @@ from dak.kernels.timing import graph_time_ms
 from dak.kernels.tuning import token_bucket
 from dak.nn import SplitLinear
 
-CHAIN_GRID = [dict(ce_share=1.0, ce_chunks=ch, hbm_cublas=True, ce_taper=tp) for ch, tp in ((1, 1.0), (2, 1.0), (4, 0.5))]
+CHAIN_GRID = [dict(ce_share=1.0, ce_chunks=ch, hbm_cublas=True, ce_taper=tp, ce_fork=fk)
+              for ch, tp, fk in ((1, 1.0, False), (1, 1.0, True), (2, 1.0, False), (2, 1.0, True), (4, 0.5, False))]
+
+
+def torch_chain_ms(x: torch.Tensor, w: torch.Tensor, ops: int) -> float:
+    """Per-operator ms of `ops` back-to-back all-HBM torch linears on (x, w) in one graph: the
+    chain's all-HBM reference (a long run of large GEMMs may hold lower clocks than one alone)."""
+    return graph_time_ms([lambda: [torch.nn.functional.linear(x, w) for _ in range(ops)]],
+                         target_ms=20.0, max_replays=9) / ops
 
 
 def chain_modules(w: torch.Tensor, m_h: int, ops: int, row_tile: int) -> list[SplitLinear]:
@@ -60,15 +72,21 @@ def chained_variants(mods: list[SplitLinear], x: torch.Tensor, w: torch.Tensor, 
     """Per CHAIN_GRID variant: its config fields and the chain's time per operator in ms."""
     m, m_h = w.shape[0], mods[0].host_rows
     ref = x.float() @ w.float().t()
-    out = []
-    for kw in CHAIN_GRID:
+    out, saved = [], os.environ.get("DAK_CHAIN_ONE_CHUNK")
+    for kw, rule in [(kw, r) for kw in CHAIN_GRID for r in (("1", "0") if kw["ce_chunks"] > 1 else ("1",))]:
         cfg = finalize(KernelConfig(**{**base, **kw}), m_h, m - m_h, sms)
+        os.environ["DAK_CHAIN_ONE_CHUNK"] = rule  # 1: all but the chain's last copied in one memcpy
         step = chain_step(mods, x, cfg)
         err = chain_error(step, ref)
         if not err <= 2e-2:
             raise RuntimeError(f"chained split linear differs from x @ W^T (rel. {err:.3g}) for {kw}")
         t = graph_time_ms([step], target_ms=20.0, max_replays=9) / len(mods)
-        out.append({"ce_chunks": cfg.ce_chunks, "ce_taper": cfg.ce_taper, "t_ms": t, "config": cfg.to_dict()})
+        out.append({"ce_chunks": cfg.ce_chunks, "ce_taper": cfg.ce_taper, "ce_fork": cfg.ce_fork,
+                    "one_chunk_but_last": rule == "1", "t_ms": t, "config": cfg.to_dict()})
+    if saved is None:
+        os.environ.pop("DAK_CHAIN_ONE_CHUNK")
+    else:
+        os.environ["DAK_CHAIN_ONE_CHUNK"] = saved
     for mod in mods:
         mod._ahead = None
     return out

@@ -29,7 +29,7 @@ from dak.kernels.split_linear_route import run_split_linear
 from dak.kernels.timing import graph_time_ms
 from dak.kernels.tuning import sweep
 from dak.nn.split_linear import host_rows_for
-from linear_chain import chain_modules, chained_variants
+from linear_chain import chain_modules, chained_variants, torch_chain_ms
 
 HBM_SIDE = dict(block_m=64, block_k=64, num_warps=4, num_stages=3)  # HBM rows of every variant
 GRIDS = {
@@ -79,6 +79,7 @@ def bench_large_n(name, m, k, tokens, ratios, b_h, dtype, row_tile, paths, tune,
     t_torch = {n: graph_time_ms([lambda n=n: torch.nn.functional.linear(xs[n], w)]) for n in tokens}
     flops = max(2 * n * m * k / (t_torch[n] * 1e-3) for n in tokens)
     chains: dict[int, list] = {}  # host rows -> ce_chained's modules
+    t_torch_chain: dict[int, float] = {}  # N -> per-operator ms of CHAIN_OPS all-HBM linears in a row
     print(f"{name}: B_g {b_g / 1e9:.0f} GB/s (N=8), dense {flops / 1e12:.0f} TFLOP/s, B_h {b_h / 1e9:.1f} GB/s",
           flush=True)
     for n in tokens:
@@ -101,10 +102,14 @@ def bench_large_n(name, m, k, tokens, ratios, b_h, dtype, row_tile, paths, tune,
                         chains[m_h] = chain_modules(w, m_h, CHAIN_OPS, row_tile)
                     variants = chained_variants(chains[m_h], x, w, sms, {**HBM_SIDE, "hbm_programs": 2 * sms})
                     v = min(variants, key=lambda v: v["t_ms"])
-                    row["paths"][path] = _entry(v["t_ms"], KernelConfig(**v["config"]), bound, c, n, m_h, k, es,
-                                                b_h, [{f: v[f] for f in ("ce_chunks", "ce_taper", "t_ms")}
-                                                      for v in variants])
-                    row["paths"][path]["chain_ops"] = CHAIN_OPS
+                    entry = _entry(v["t_ms"], KernelConfig(**v["config"]), bound, c, n, m_h, k, es, b_h,
+                                   [{f: v[f] for f in ("ce_chunks", "ce_taper", "ce_fork", "one_chunk_but_last", "t_ms")}
+                                    for v in variants])
+                    if n not in t_torch_chain:
+                        t_torch_chain[n] = torch_chain_ms(x, w, CHAIN_OPS)
+                    entry.update(chain_ops=CHAIN_OPS, t_torch_chain_ms=t_torch_chain[n],
+                                 over_torch_chain=v["t_ms"] / t_torch_chain[n])
+                    row["paths"][path] = entry
                     continue
                 best, variants = (float("inf"), None), []
                 for kw in GRIDS[path]:

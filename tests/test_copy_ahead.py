@@ -6,6 +6,7 @@ streams; tests/test_copy_ahead_gpu.py runs them, under graph capture, against a 
 
 import os
 
+import pytest
 import torch
 
 if not torch.cuda.is_available():
@@ -194,3 +195,40 @@ def test_freeing_a_model_unlinks_its_chain(monkeypatch):
     assert chain.slots and chain.head[0] is order[0]
     model.dak_free()
     assert all(getattr(m, "_ahead", None) is None for m in model.modules())
+
+
+def test_shared_buffers_and_streams_key_cuda_by_its_index(monkeypatch):
+    """A module's "cuda:0" and a caller's "cuda" must name the same staging slots: linked slots
+    sized under one name and looked up under the other failed inside graph capture."""
+    from dak.kernels.buffers import device_key
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    assert device_key("cuda") == device_key(torch.device("cuda:0")) == torch.device("cuda", 0)
+    assert device_key("cuda:1") == torch.device("cuda", 1)
+    assert device_key("cpu") == torch.device("cpu")
+
+
+@pytest.mark.parametrize("flag", ["1", "0"])
+def test_chained_large_n_operators_copy_once_but_the_last(flag, monkeypatch):
+    """$DAK_CHAIN_ONE_CHUNK (default on): a chained large-N operator (hbm_cublas) is copied in
+    one memcpy, the chain's last keeps its chunks; decode-size configs keep theirs; results equal."""
+    monkeypatch.setenv("DAK_CHAIN_ONE_CHUNK", flag)
+    mods = [m for m in _mods() if m.host_rows]
+    n = 70  # a large-N token count
+    x = torch.randn(n, 32).to(torch.bfloat16)
+    ref = [m(x) for m in mods]
+    kinds = [True, True, False, True]  # the third runs the decode-size path
+    for m, many in zip(mods, kinds):
+        m._configs[token_bucket(n)] = KernelConfig(block_m=16, block_n=16, block_k=32, ce_share=1.0, ce_chunks=4,
+                                                   ce_taper=0.5 if many else 1.0, hbm_cublas=many,
+                                                   host_programs=2, hbm_programs=2)
+    with copy_ahead.record_chain() as rec:
+        for m in mods:
+            m(x)
+    assert copy_ahead.link_chain(rec, n) == 4
+    chunks = [(len(m._ahead.plan.chunks), m._configs[token_bucket(n)] is m._ahead.cfg) for m in mods]
+    # host rows 32, 16, 64, 32 in 16-row tiles: 4 chunks cap at 2, 1, 4, 2
+    first = 1 if flag == "1" else 2
+    assert chunks == [(first, True), (1, True), (4, True), (2, True)]
+    for m, r in zip(mods, ref):
+        assert torch.equal(m(x), r)
+    copy_ahead.unlink(mods)

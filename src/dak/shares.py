@@ -121,6 +121,14 @@ def copy_wrap_enabled() -> bool:
     return env_flag("DAK_COPY_WRAP", False)
 
 
+def chain_one_chunk() -> bool:
+    """Whether copy-ahead copies a chained large-N operator's host rows in one memcpy ($DAK_CHAIN_ONE_CHUNK,
+    on by default once measured): queued an operator ahead, they land before the operator runs, so
+    chunks only add copies and smaller GEMMs; the chain's last operator keeps its shrinking chunks
+    (nothing after it hides its last GEMM). Off: every operator keeps its config's chunks."""
+    return env_flag("DAK_CHAIN_ONE_CHUNK", True)
+
+
 def ce_fork_enabled() -> bool:
     """Whether a copy-engine operator multiplies its staged rows on a side stream forked from the
     caller's ($DAK_CE_FORK=1) or, by default, on the caller's stream after its other rows. One

@@ -30,14 +30,14 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
 from dak.kernels.buffers import shared_buffer
 from dak.kernels.streams import side_stream
 from dak.kernels.copy_groups import make_group, plan_groups
-from dak.shares import copy_group_bytes, copy_slot_count, copy_stream_count, copy_wrap_enabled
+from dak.shares import chain_one_chunk, copy_group_bytes, copy_slot_count, copy_stream_count, copy_wrap_enabled
 
 _STEP: contextvars.ContextVar = contextvars.ContextVar("dak_copy_ahead_step", default=None)
 _RECORD: contextvars.ContextVar = contextvars.ContextVar("dak_copy_ahead_record", default=None)
@@ -122,6 +122,11 @@ def link_chain(order: list, n_tokens: int) -> int:
         plan = ce_plan(cfg, mod.host_rows, mod.out_features - mod.host_rows, mod._sms)
         if plan.m_ce:
             chain.append((mod, cfg, plan))
+    if chain_one_chunk():  # large N: one copy per operator but the last (see dak.shares.chain_one_chunk)
+        for i, (mod, cfg, plan) in enumerate(chain[:-1]):
+            if cfg.hbm_cublas and cfg.ce_chunks > 1:
+                cfg = mod._configs[token_bucket(n_tokens)] = replace(cfg, ce_chunks=1, ce_taper=1.0)
+                chain[i] = (mod, cfg, ce_plan(cfg, mod.host_rows, mod.out_features - mod.host_rows, mod._sms))
     # copy units (a group, or one operator) take slots in turn: neighbouring units never share one
     units = []
     for idx in plan_groups(chain, copy_group_bytes()):

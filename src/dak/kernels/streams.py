@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import torch
 
+from dak.kernels.buffers import device_key
+
 _STREAMS: dict[tuple[torch.device, str], torch.cuda.Stream] = {}
 
 
 def side_stream(device: torch.device, name: str) -> torch.cuda.Stream:
     """The stream called `name` on `device` (e.g. "copy", "compute", "prefill")."""
-    key = (torch.device(device), name)
+    key = (device_key(device), name)
     if key not in _STREAMS:
         _STREAMS[key] = torch.cuda.Stream(device=key[0])
     return _STREAMS[key]
