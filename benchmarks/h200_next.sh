@@ -99,6 +99,9 @@ H32) # (nineteenth session) H31: chained (copy-ahead) large-N operators 1.01-1.0
         --out "$OUT/linear-large-n-s19b-h200.json"
     ab 100 DAK_CHAIN_ONE_CHUNK=0 e2e-h32-bs512 python3 -m dak bench e2e --models llama-2-7b --batch 512 --ratios 5 \
         --systems dak-consolidated
+    # dak's TTFT at batch 8 is up to 2.9x prefetch's (OPT-6.7B at 5%: 122.9 / 42.7 ms): where the prefill goes
+    step 150 python3 -u benchmarks/profile_prefill.py --model opt-6.7b --ratios 0.02,0.05 --systems consolidated,prefetch \
+        --out "$OUT/prefill-opt-6.7b-s19-h200.json"
     ;;
 H31) # (nineteenth session) large N the way a decode step runs it: ce_cublas alone beside ce_chained (8 operators chained
     # by copy-ahead, time per operator: the copy engine's start-up is paid once per chain); its GPU test; then H29
