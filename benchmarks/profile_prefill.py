@@ -44,14 +44,20 @@ def prefill_once(engine, ids, plen) -> float:
 
 
 def profile_prefill(engine, ids, plen, top: int = 25):
-    """(category -> (kernels, GPU us), busy us, top kernels [(name, category, count, us)]) of one prefill."""
+    """(category -> (kernels, GPU us), busy us, top kernels [(name, category, count, us)], top CPU-side
+    events by self time [{name, count, self_us}]: ops and CUDA runtime calls, syncs among them) of one prefill."""
     from torch.profiler import ProfilerActivity, profile
     cuda = engine.device.type == "cuda"
-    with profile(activities=[ProfilerActivity.CUDA] if cuda else [ProfilerActivity.CPU]) as prof:
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with profile(activities=acts) as prof:
         engine.prefill(ids, plen)
         _sync(engine)
     per, names = defaultdict(lambda: [0, 0.0]), defaultdict(lambda: [0, 0.0])
+    host = defaultdict(lambda: [0, 0.0])  # CPU-side events (ops, CUDA runtime calls): count, self us
     for ev in prof.events():
+        if ev.device_type == torch.autograd.DeviceType.CPU:
+            host[ev.name][0] += 1
+            host[ev.name][1] += ev.self_cpu_time_total
         if cuda and ev.device_type != torch.autograd.DeviceType.CUDA:
             continue
         if not cuda and ev.cpu_parent is not None:
@@ -61,8 +67,10 @@ def profile_prefill(engine, ids, plen, top: int = 25):
             p[0] += 1
             p[1] += us
     ranked = sorted(names.items(), key=lambda kv: -kv[1][1])[:top]
+    host_top = sorted(host.items(), key=lambda kv: -kv[1][1])[:top]
     return ({c: tuple(v) for c, v in per.items()}, sum(v[1] for v in per.values()),
-            [(n[:160], category(n), c, us) for n, (c, us) in ranked])
+            [(n[:160], category(n), c, us) for n, (c, us) in ranked],
+            [{"name": n[:160], "count": c, "self_us": us} for n, (c, us) in host_top])
 
 
 def run(model, batch, prompt_len, gen_len, ratio, system, repeats):
@@ -74,12 +82,13 @@ def run(model, batch, prompt_len, gen_len, ratio, system, repeats):
         plen = torch.full((batch,), prompt_len, dtype=torch.int32, device=engine.device)
         engine.generate(ids, 2)  # warm-up: configs, compiles, graph capture
         walls = [prefill_once(engine, ids, plen) for _ in range(repeats)]
-        table, busy, kernels = profile_prefill(engine, ids, plen)
+        table, busy, kernels, host = profile_prefill(engine, ids, plen)
         return {"model": model, "batch": batch, "prompt_len": prompt_len, "x_req": ratio, "system": system,
                 "offload_ratio": placement.offload_ratio if placement else None,
                 "prefill_wall_s": statistics.median(walls), "walls_s": walls, "gpu_busy_us": busy,
                 "categories": {c: {"kernels": n, "us": us} for c, (n, us) in sorted(table.items(), key=lambda kv: -kv[1][1])},
-                "top_kernels": [{"name": k, "category": c, "count": n, "us": us} for k, c, n, us in kernels]}
+                "top_kernels": [{"name": k, "category": c, "count": n, "us": us} for k, c, n, us in kernels],
+                "host_top": host}
     finally:
         free()
 
@@ -110,6 +119,9 @@ def main(argv=None):
                 print(f"    {c:14s} {v['kernels']:6d} kernels {v['us'] / 1e3:8.3f} ms")
             for k in row["top_kernels"][:12]:
                 print(f"    {k['count']:5d} x {k['us'] / 1e3:8.3f} ms  [{k['category']}] {k['name'][:100]}")
+            print("  CPU side, by self time:")
+            for k in row["host_top"][:20]:
+                print(f"    {k['count']:5d} x {k['self_us'] / 1e3:8.3f} ms  {k['name'][:100]}")
     write_json(a.out, {"meta": metadata(), "rows": rows})
     print(f"wrote {a.out}")
 

@@ -209,7 +209,7 @@ def test_shared_buffers_and_streams_key_cuda_by_its_index(monkeypatch):
 
 @pytest.mark.parametrize("flag", ["1", "0"])
 def test_chained_large_n_operators_copy_once_but_the_last(flag, monkeypatch):
-    """$DAK_CHAIN_ONE_CHUNK (default on): a chained large-N operator (hbm_cublas) is copied in
+    """$DAK_CHAIN_ONE_CHUNK=1 (an experiment, off by default): a chained large-N operator (hbm_cublas) is copied in
     one memcpy, the chain's last keeps its chunks; decode-size configs keep theirs; results equal."""
     monkeypatch.setenv("DAK_CHAIN_ONE_CHUNK", flag)
     mods = [m for m in _mods() if m.host_rows]
