@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh H33|H32|H31|H29|H28|H27|H26|H25|H24|H23|H22|H21|H20|H19|H18|H17|H16|H15|H14|H13|H11|H10|H9|H8|H7|H6|H5|H4|H3|H2|H1|G1|F12|F11|F10|F9|F8|F7|F6|F5|F4|F3|F2|F1|E2|E1|D3|D2|D1|C4|C3|C2|C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V
+#   bash benchmarks/h200_next.sh H34|H33|H32|H31|H29|H28|H27|H26|H25|H24|H23|H22|H21|H20|H19|H18|H17|H16|H15|H14|H13|H11|H10|H9|H8|H7|H6|H5|H4|H3|H2|H1|G1|F12|F11|F10|F9|F8|F7|F6|F5|F4|F3|F2|F1|E2|E1|D3|D2|D1|C4|C3|C2|C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -89,6 +89,17 @@ H16) # (ran: seventeenth session; written in the sixteenth) $DAK_OPT_QSCALE=1 (C
     step 40 python3 -u -m pytest -q -p no:cacheprovider tests/test_hbm_gemv_gpu.py
     ab 110 DAK_OPT_QSCALE=1 e2e-h16 python3 -m dak bench e2e --models opt-6.7b,opt-30b --batch 8 --ratios 0,1,2 \
         --systems dak-consolidated
+    ;;
+H34) # (nineteenth session) H33: the KV cache's position check synced the device once per layer in every prefill (32
+    # syncs for OPT-6.7B), so the host could not run ahead of the GPU; the Engine checks the prompts once. Prefill
+    # profiles again, batch-8 TTFT beside prefetch, and the prefill-touching GPU runtime tests
+    step 150 python3 -u -m pytest -q -p no:cacheprovider tests/test_runtime_gpu.py -k "graphed_greedy or streamer or forward_scores"
+    step 100 python3 -u benchmarks/profile_prefill.py --model opt-6.7b --ratios 0 --systems consolidated \
+        --out "$OUT/prefill-opt-6.7b-x0-s19b-h200.json"
+    step 120 python3 -u benchmarks/profile_prefill.py --model opt-6.7b --ratios 0.05 --systems consolidated,prefetch \
+        --out "$OUT/prefill-opt-6.7b-cpu-s19b-h200.json"
+    step 150 python3 -m dak bench e2e --models opt-6.7b,llama-2-7b --batch 8 --ratios 2,5 --systems dak-consolidated,prefetch \
+        --out "$OUT/e2e-h34-ttft-s19-h200.json"
     ;;
 H33) # (nineteenth session) H32: the chain rule made batch 512 1.6% slower (now off); the large-N chain test compared
     # against an unchained run with other chunks (mended). dak's prefill is 53 ms wall for 21 ms of GPU work (prefetch

@@ -104,13 +104,14 @@ def split_decode_attention(query: torch.Tensor, cache: SplitKVCache, layer: int,
 
 def prefill_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, cache: SplitKVCache,
                       layer: int, prompt_lengths: torch.Tensor | None = None, scale: float | None = None,
-                      is_causal: bool = True, first: int = 0) -> torch.Tensor:
+                      is_causal: bool = True, first: int = 0, validate: bool = True) -> torch.Tensor:
     """Causal prompt attention with torch SDPA on key/value in HBM, storing them into the cache.
 
     query (B, Hq, L, D), key/value (B, Hkv, L, D) on the cache's device, prompts right-padded to
     L, are requests [first, first + B) of the cache; only the first prompt_lengths[b] tokens
     (all L when None) are stored. Outputs at padded positions are not meaningful. Returns
-    (B, Hq, L, D).
+    (B, Hq, L, D). `validate=False` skips the cache's position check (a device sync per call;
+    for callers that checked the prompt lengths against max_len once, as dak's Engine does).
     """
     if query.dim() != 4 or key.dim() != 4 or query.shape[2] != key.shape[2]:
         raise ValueError(f"query (B, Hq, L, D) and key (B, Hkv, L, D) must share B and L, got "
@@ -120,14 +121,14 @@ def prefill_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tenso
     gqa = query.shape[1] != key.shape[1]
     overlap = cache.device.type == "cuda" and cache.host_requests > 0
     if not overlap:
-        cache.write_prompt(layer, key, value, prompt_lengths, first=first)
+        cache.write_prompt(layer, key, value, prompt_lengths, validate=validate, first=first)
         return F.scaled_dot_product_attention(query, key, value, is_causal=is_causal, scale=scale,
                                               enable_gqa=gqa)
     main = torch.cuda.current_stream(cache.device)
     side = side_stream(cache.device, "prefill")
     side.wait_stream(main)
     with torch.cuda.stream(side):  # host writes cross the link while SDPA runs
-        cache.write_prompt(layer, key, value, prompt_lengths, first=first)
+        cache.write_prompt(layer, key, value, prompt_lengths, validate=validate, first=first)
     out = F.scaled_dot_product_attention(query, key, value, is_causal=is_causal, scale=scale, enable_gqa=gqa)
     main.wait_stream(side)  # joined: key/value stay alive and ordered for the allocator
     return out

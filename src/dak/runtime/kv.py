@@ -100,8 +100,9 @@ def dak_attention(module, query, key, value, attention_mask=None, scaling=None, 
         out = split_decode_attention(query.contiguous(), cache, layer, lengths=dak_kv.lengths, scale=scaling,
                                      ahead=ahead)
     else:
+        # the Engine checked the prompts against max_len (check_prompts): no device sync per layer
         out = prefill_attention(query, key.contiguous(), value.contiguous(), cache, layer,
-                                dak_kv.prompt_lengths, scale=scaling, first=dak_kv.prefill_first)
+                                dak_kv.prompt_lengths, scale=scaling, first=dak_kv.prefill_first, validate=False)
     return out.transpose(1, 2).contiguous(), None
 
 
