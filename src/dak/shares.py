@@ -140,6 +140,12 @@ def ce_fork_enabled() -> bool:
     return env_flag("DAK_CE_FORK", False)
 
 
+def prefill_graphs_default() -> bool:
+    """Whether an Engine with decode graphs also captures its prefill per prompt-length bucket
+    (dak.runtime.prefill_graphs): yes, or $DAK_PREFILL_GRAPHS=0 (eager prefill, as before)."""
+    return env_flag("DAK_PREFILL_GRAPHS", True)
+
+
 def graphs_default() -> bool:
     """Whether an Engine built without `graphs=` captures CUDA graphs on a GPU: yes, or
     $DAK_GRAPHS=0 for diagnosis (eager decode steps; the host link's rate with and without graphs)."""

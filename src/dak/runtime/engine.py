@@ -1,4 +1,5 @@
-"""Generation engine: eager prefill, then one CUDA graph replayed per decode token.
+"""Generation engine: the prefill (on a GPU captured per prompt-length bucket and replayed,
+dak.runtime.prefill_graphs), then one CUDA graph replayed per decode token.
 
 The decode step is static: a (B,) token buffer in, the cache `lengths` advanced by one inside
 the graph, the HF forward with the "dak" attention, the lm_head, and sampling (greedy argmax,
@@ -10,7 +11,6 @@ sampling setting. Without a GPU (Triton interpreter) the same step runs eagerly.
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass
 
@@ -24,54 +24,9 @@ from dak.runtime.kv_ahead import kv_ahead_step
 from dak.runtime.prompts import check_prompts
 from dak.runtime.stopping import EosStop
 from dak.runtime.kv import DakKV
-from dak.shares import graphs_default
-
-
-@dataclass(frozen=True)
-class Sampling:
-    do_sample: bool = False
-    temperature: float = 1.0
-    top_k: int = 0
-    top_p: float = 1.0
-
-    def __post_init__(self):
-        if not (self.temperature > 0 and math.isfinite(self.temperature)):
-            raise ValueError(f"temperature must be a positive number, got {self.temperature}")
-        if isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 0:
-            raise ValueError(f"top_k must be an integer >= 0 (0 = off), got {self.top_k!r}")
-        if not 0 < self.top_p <= 1:
-            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
-
-
-def greedy(logits: torch.Tensor) -> torch.Tensor:
-    """logits.argmax(-1) for (B, V) logits, the first maximum on ties, in two passes over chunks
-    of the vocabulary where V splits evenly: torch's one-pass argmax reduces each row in one
-    block (27 us for 8 x 128256 on the H200, fifteenth session's profile), the chunked max
-    spreads a row over many."""
-    b, v = logits.shape
-    chunks = next((c for c in (64, 48, 32, 24, 16) if v % c == 0 and v // c >= 256), 1)
-    if chunks == 1:
-        return logits.argmax(-1)
-    vals, idx = logits.view(b, chunks, v // chunks).max(-1)   # first maximum within each chunk
-    best = vals.argmax(-1, keepdim=True)                      # first chunk holding the row's maximum
-    return (best * (v // chunks) + idx.gather(1, best)).squeeze(1)
-
-
-def sample(logits: torch.Tensor, s: Sampling) -> torch.Tensor:
-    """(B, V) fp32 logits -> (B,) int64 next tokens; capturable (no host sync)."""
-    if not s.do_sample:
-        return greedy(logits)
-    logits = logits / s.temperature
-    if s.top_k:
-        kth = logits.topk(min(s.top_k, logits.shape[-1]), dim=-1).values[:, -1:]
-        logits = logits.masked_fill(logits < kth, -math.inf)
-    if s.top_p < 1:
-        srt, idx = logits.sort(dim=-1, descending=True)
-        probs = srt.softmax(-1)
-        drop = probs.cumsum(-1) - probs > s.top_p  # keep the smallest prefix reaching top_p
-        logits = logits.scatter(-1, idx, srt.masked_fill(drop, -math.inf))
-    gumbel = -torch.log(-torch.log(torch.rand_like(logits).clamp_(1e-20, 1.0)))
-    return greedy(logits + gumbel)
+from dak.runtime.prefill_graphs import PrefillGraphs
+from dak.runtime.sampling import Sampling, greedy, sample  # noqa: F401 -- re-exported
+from dak.shares import graphs_default, prefill_graphs_default
 
 
 @dataclass
@@ -100,7 +55,8 @@ class Engine:
     """
 
     def __init__(self, model, kv: DakKV, graphs: bool | None = None, prefill_tokens: int | None = None,
-                 kv_buckets: int = DEFAULT_KV_BUCKETS, kv_ahead: bool = DEFAULT_KV_AHEAD):
+                 kv_buckets: int = DEFAULT_KV_BUCKETS, kv_ahead: bool = DEFAULT_KV_AHEAD,
+                 prefill_graphs: bool | None = None, prefill_bucket: int = 32):
         if prefill_tokens is not None and (isinstance(prefill_tokens, bool) or not isinstance(prefill_tokens, int)
                                            or prefill_tokens < 1):
             raise ValueError(f"prefill_tokens must be a positive integer or None (sized from free HBM), "
@@ -116,6 +72,11 @@ class Engine:
         self.graphs = graphs
         if self.graphs and self.device.type != "cuda":
             raise ValueError("CUDA graphs need a GPU; pass graphs=False")
+        if prefill_graphs is None:
+            prefill_graphs = self.graphs and prefill_graphs_default()
+        if prefill_graphs and not self.graphs:
+            raise ValueError("captured prefill needs graphs=True (a GPU)")
+        self._prefill = PrefillGraphs(self, prefill_bucket) if prefill_graphs else None
         self.tok = torch.zeros(self.batch, dtype=torch.long, device=self.device)
         self.logits: torch.Tensor | None = None
         self._graphs: dict[Sampling, torch.cuda.CUDAGraph] = {}  # the full-length graph
@@ -142,6 +103,8 @@ class Engine:
         self._graphs.clear()
         self._bucket_graphs.clear()
         self._wrapped.clear()
+        if self._prefill is not None:
+            self._prefill.clear()
 
     def _forward(self, ids: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
         with fused():  # one-launch rotary embedding (dak.runtime.fused)
@@ -223,15 +186,21 @@ class Engine:
         try:
             for r0 in range(0, b, rows):
                 r1 = min(b, r0 + rows)
-                plen = prompt_lengths[r0:r1]
-                self.kv.prefill_first, self.kv.prompt_lengths = r0, plen
-                pos = torch.arange(n, device=self.device).expand(r1 - r0, n)
-                h = self._forward(ids[r0:r1], pos)
-                last = h[torch.arange(r1 - r0, device=self.device), (plen - 1).long()]
-                logits.append(self.model.lm_head(last.unsqueeze(1))[:, 0].float())
+                run = self.prefill_chunk if self._prefill is None else self._prefill.run  # graphed per prompt bucket
+                logits.append(run(r0, ids[r0:r1], prompt_lengths[r0:r1]))
         finally:
             self.kv.prefill_first, self.kv.prompt_lengths = 0, prompt_lengths
         return logits[0] if len(logits) == 1 else torch.cat(logits)
+
+    def prefill_chunk(self, r0: int, ids: torch.Tensor, plen: torch.Tensor) -> torch.Tensor:
+        """fp32 logits at each prompt's last token of requests [r0, r0 + rows) (ids (rows, L),
+        right-padded; plen their lengths), their keys and values stored. Capturable."""
+        rows, n = ids.shape
+        self.kv.prefill_first, self.kv.prompt_lengths = r0, plen
+        pos = torch.arange(n, device=self.device).expand(rows, n)
+        h = self._forward(ids, pos)
+        last = h[torch.arange(rows, device=self.device), (plen - 1).long()]
+        return self.model.lm_head(last.unsqueeze(1))[:, 0].float()
 
     @torch.no_grad()
     def generate(self, ids: torch.Tensor, max_new_tokens: int, prompt_lengths: torch.Tensor | None = None,

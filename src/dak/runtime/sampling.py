@@ -1,0 +1,56 @@
+"""Sampling of the next tokens from fp32 logits, capturable (no host sync): greedy argmax, or
+Gumbel-max sampling after temperature / top-k / top-p."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class Sampling:
+    do_sample: bool = False
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+
+    def __post_init__(self):
+        if not (self.temperature > 0 and math.isfinite(self.temperature)):
+            raise ValueError(f"temperature must be a positive number, got {self.temperature}")
+        if isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 0:
+            raise ValueError(f"top_k must be an integer >= 0 (0 = off), got {self.top_k!r}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+
+
+def greedy(logits: torch.Tensor) -> torch.Tensor:
+    """logits.argmax(-1) for (B, V) logits, the first maximum on ties, in two passes over chunks
+    of the vocabulary where V splits evenly: torch's one-pass argmax reduces each row in one
+    block (27 us for 8 x 128256 on the H200, fifteenth session's profile), the chunked max
+    spreads a row over many."""
+    b, v = logits.shape
+    chunks = next((c for c in (64, 48, 32, 24, 16) if v % c == 0 and v // c >= 256), 1)
+    if chunks == 1:
+        return logits.argmax(-1)
+    vals, idx = logits.view(b, chunks, v // chunks).max(-1)   # first maximum within each chunk
+    best = vals.argmax(-1, keepdim=True)                      # first chunk holding the row's maximum
+    return (best * (v // chunks) + idx.gather(1, best)).squeeze(1)
+
+
+def sample(logits: torch.Tensor, s: Sampling) -> torch.Tensor:
+    """(B, V) fp32 logits -> (B,) int64 next tokens; capturable (no host sync)."""
+    if not s.do_sample:
+        return greedy(logits)
+    logits = logits / s.temperature
+    if s.top_k:
+        kth = logits.topk(min(s.top_k, logits.shape[-1]), dim=-1).values[:, -1:]
+        logits = logits.masked_fill(logits < kth, -math.inf)
+    if s.top_p < 1:
+        srt, idx = logits.sort(dim=-1, descending=True)
+        probs = srt.softmax(-1)
+        drop = probs.cumsum(-1) - probs > s.top_p  # keep the smallest prefix reaching top_p
+        logits = logits.scatter(-1, idx, srt.masked_fill(drop, -math.inf))
+    gumbel = -torch.log(-torch.log(torch.rand_like(logits).clamp_(1e-20, 1.0)))
+    return greedy(logits + gumbel)
