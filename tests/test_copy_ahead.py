@@ -232,3 +232,24 @@ def test_chained_large_n_operators_copy_once_but_the_last(flag, monkeypatch):
     for m, r in zip(mods, ref):
         assert torch.equal(m(x), r)
     copy_ahead.unlink(mods)
+
+
+def test_own_slot_chains_leave_the_shared_slots_alone():
+    """link_chain(own_slots=True) (a captured prefill): the chain's slots are its own, sized at
+    link time, so linking it cannot grow a shared slot that a captured decode graph holds."""
+    from dak.kernels.buffers import _BUFFERS
+    mods = [m for m in _mods() if m.host_rows]
+    for m in mods:
+        m._configs[token_bucket(3)] = KernelConfig(block_m=16, block_n=16, block_k=32, ce_share=1.0,
+                                                   ce_chunks=1, host_programs=2, hbm_programs=2)
+    shared = {k: v for k, v in _BUFFERS.items() if k[0].startswith("copy-ahead slot")}
+    assert copy_ahead.link_chain(mods, 3, own_slots=True) == len(mods)
+    chain = mods[0]._ahead.chain
+    assert chain.own and not chain.wrap and all(m._ahead.chain is chain for m in mods)
+    assert sorted(chain.slots) == [0, 1]
+    assert chain.slots[0].numel() >= max(m.host_rows * m.w_host.stride(0) for m in mods[::2])
+    after = {k: v for k, v in _BUFFERS.items() if k[0].startswith("copy-ahead slot")}
+    assert after.keys() == shared.keys() and all(after[k] is shared[k] for k in shared)
+    slot0 = copy_ahead._unit_slot(mods[0], torch.device("cpu"))
+    assert slot0.data_ptr() == chain.slots[0].data_ptr()
+    copy_ahead.unlink(mods)

@@ -46,6 +46,8 @@ def test_replayed_prefills_match_eager(name, ratio):
                     f"{name} trial {trial}: layer {layer} request {b} stored K/V differ"
     assert sorted(graphed._prefill.entries) == [(0, 3, 32)], "9-20 tokens all pad to one 32-token bucket"
     assert all(e.graph is not None for e in graphed._prefill.entries.values())
+    chained = [e.chain is not None for e in graphed._prefill.entries.values()]
+    assert chained == [ratio > 0], "host rows: the captured prefill copies them by copy-ahead"
     model.dak_free()
 
 

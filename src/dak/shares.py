@@ -146,6 +146,12 @@ def prefill_graphs_default() -> bool:
     return env_flag("DAK_PREFILL_GRAPHS", True)
 
 
+def prefill_chain_enabled() -> bool:
+    """Whether a captured prefill chains its copy-engine operators by copy-ahead (slots of its
+    own): yes, or $DAK_PREFILL_CHAIN=0 (each operator copies when called)."""
+    return env_flag("DAK_PREFILL_CHAIN", True)
+
+
 def graphs_default() -> bool:
     """Whether an Engine built without `graphs=` captures CUDA graphs on a GPU: yes, or
     $DAK_GRAPHS=0 for diagnosis (eager decode steps; the host link's rate with and without graphs)."""

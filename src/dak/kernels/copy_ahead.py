@@ -45,10 +45,11 @@ _RECORD: contextvars.ContextVar = contextvars.ContextVar("dak_copy_ahead_record"
 
 @dataclass(eq=False)
 class Chain:
-    """One linked chain. With `wrap`: its own slots (index -> flat buffer), its first unit's
-    members (`head`), and whether the first unit's slot holds their rows (`primed`)."""
+    """One linked chain. With `wrap` or `own`: its own slots (index -> flat buffer); with `wrap`
+    its first unit's members (`head`) and whether the first unit's slot holds their rows (`primed`)."""
     wrap: bool
     slots: dict = field(default_factory=dict)
+    own: bool = False
     head: tuple = ()
     primed: bool = False
 
@@ -95,25 +96,26 @@ def copy_stream(device: torch.device, slot_index: int) -> torch.cuda.Stream:
 
 
 def slot(device: torch.device, dtype: torch.dtype, index: int, numel: int, chain: Chain | None = None) -> torch.Tensor:
-    """Staging slot `index`: shared by every chain, or with `chain.wrap` that chain's own
-    (sized by link_chain, outside capture)."""
-    if chain is None or not chain.wrap:
+    """Staging slot `index`: shared by every chain, or with `chain.wrap` / `chain.own` that
+    chain's own (sized by link_chain, outside capture)."""
+    if chain is None or not (chain.wrap or chain.own):
         return shared_buffer(f"copy-ahead slot {index}", device, dtype, numel)
     buf = chain.slots.get(index)
     if buf is None or buf.numel() < numel:
         if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
-            raise RuntimeError("a wrapped copy-ahead chain's slots must be sized before CUDA graph capture")
+            raise RuntimeError("a wrapped or own-slot copy-ahead chain's slots must be sized before capture")
         buf = chain.slots[index] = torch.empty(max(numel, 1), dtype=dtype, device=device)
     return buf
 
 
-def link_chain(order: list, n_tokens: int) -> int:
+def link_chain(order: list, n_tokens: int, own_slots: bool = False) -> int:
     """Chain `order` (SplitLinears, in call order) for decode steps of `n_tokens` tokens and size
     the staging slots (two, or $DAK_COPY_SLOTS). Operators not in `order` are unchained.
-    Returns the chain length."""
+    own_slots: the chain gets slots of its own (never wrapped), so that linking it cannot grow
+    the shared slots that captured graphs hold (a captured prefill). Returns the chain length."""
     from dak.kernels.split_linear_ce import ce_plan
     from dak.kernels.tuning import token_bucket
-    chain, slots, links = [], copy_slot_count(), Chain(copy_wrap_enabled())
+    chain, slots, links = [], copy_slot_count(), Chain(copy_wrap_enabled() and not own_slots, own=own_slots)
     for mod in order:
         mod._ahead = None
         cfg = mod._configs.get(token_bucket(n_tokens))

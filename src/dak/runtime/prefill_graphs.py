@@ -9,7 +9,11 @@ max_len), so prompts of nearby lengths share a graph: padding sits after each pr
 attention keeps it out of the real tokens, only the first prompt_lengths[b] keys and values are
 stored, and the logits are read at each prompt's last token. The first prefill of a key runs
 eagerly (it plans and compiles every kernel for that token count, and its result is the
-answer), then the key is captured; later prefills replay it. At most `max_graphs` keys get a
+answer), then the key is captured; later prefills replay it. In the captured prefill the
+copy-engine operators are chained by copy-ahead (each one's host rows queued behind the
+previous one's, dak.kernels.copy_ahead) in two staging slots of the graph's own: called one by
+one, each would pay the copy engine's start-up (a 7168x7168 operator at 10% on the host: 1.13
+x its bound alone, 1.03 chained; H33). At most `max_graphs` keys get a
 graph (sharing one memory pool, so they hold about one prefill's activations); others run
 eagerly, and so does a key whose capture ran out of HBM (with a warning). Without a GPU the
 same padded chunks run eagerly (`capture=False`).
@@ -22,6 +26,9 @@ from dataclasses import dataclass
 
 import torch
 
+from dak.kernels.copy_ahead import copy_ahead_step, link_chain, record_chain
+from dak.shares import prefill_chain_enabled
+
 
 @dataclass
 class _Entry:
@@ -30,6 +37,7 @@ class _Entry:
     plen: torch.Tensor  # (rows,) int32
     out: torch.Tensor | None = None  # (rows, V) fp32, the graph's output
     eager: bool = False  # capture ran out of memory: always eager
+    chain: object = None  # the copy-ahead Chain the graph copies through (holds its slots)
 
 
 class PrefillGraphs:
@@ -68,28 +76,56 @@ class PrefillGraphs:
         if entry.graph is not None:
             entry.graph.replay()
             return entry.out.clone()
-        logits = self.engine.prefill_chunk(r0, entry.ids, entry.plen)  # eager: plans, compiles, answers
+        with record_chain() as order:  # eager: plans, compiles, answers; notes the copy-engine operators
+            logits = self.engine.prefill_chunk(r0, entry.ids, entry.plen)
         if self.capture and not entry.eager and self.entries.get(key) is entry:
-            self._capture(r0, entry)
+            self._capture(r0, entry, order)
         return logits
 
-    def _capture(self, r0: int, entry: _Entry) -> None:
-        """Capture `entry`'s prefill. Out of memory (the graph keeps its own activations), the
-        key stays eager (`entry.eager`) with a warning: capture is an optimisation."""
+    def _link(self, order: list, n_tokens: int):
+        """Chain the prefill's copy-engine operators by copy-ahead in slots of their own (the
+        Chain, which holds them, or None: off, nothing to chain, or two slots would take more
+        than a quarter of the free HBM)."""
+        if not (order and prefill_chain_enabled()):
+            return None
+        from dak.kernels.split_linear_ce import ce_rows
+        from dak.kernels.tuning import token_bucket
+        need = 0
+        for mod in order:
+            cfg = mod._configs.get(token_bucket(n_tokens))
+            if cfg is not None:
+                need = max(need, ce_rows(cfg, mod.host_rows) * mod.w_host.stride(0) * mod.w_host.element_size())
+        if 2 * need > torch.cuda.mem_get_info(self.engine.device)[0] / 4:
+            return None
+        if not link_chain(order, n_tokens, own_slots=True):
+            return None
+        return next(mod._ahead.chain for mod in order if mod._ahead is not None)
+
+    def _capture(self, r0: int, entry: _Entry, order: list) -> None:
+        """Capture `entry`'s prefill, its copy-engine operators (`order`) chained by copy-ahead
+        for the capture only (their decode chain is restored after). Out of memory (the graph
+        keeps its own activations), the key stays eager (`entry.eager`) with a warning."""
         dev = self.engine.device
         torch.cuda.synchronize(dev)
         torch.cuda.empty_cache()  # the eager run's cached blocks can back the graph's pool
         graph = torch.cuda.CUDAGraph()
+        saved = [(mod, mod._ahead) for mod in order]
         try:
+            entry.chain = self._link(order, entry.ids.numel())
             with torch.cuda.graph(graph, pool=self.pool):  # records only: the cache sees no writes
-                entry.out = self.engine.prefill_chunk(r0, entry.ids, entry.plen)
+                with copy_ahead_step(dev):
+                    entry.out = self.engine.prefill_chunk(r0, entry.ids, entry.plen)
         except torch.OutOfMemoryError:
             del graph
             entry.out, entry.eager = None, True
             torch.cuda.empty_cache()
+            entry.chain = None
             warnings.warn(f"dak: no HBM left to capture the prefill of {entry.ids.shape[0]} x {entry.ids.shape[1]} "
                           "tokens; it runs eagerly", RuntimeWarning, stacklevel=3)
             return
+        finally:
+            for mod, spec in saved:  # the decode steps' chain (captured graphs do not read it)
+                mod._ahead = spec
         self.pool = graph.pool() if self.pool is None else self.pool
         graph.replay()  # a graph's first launch uploads it; this replay redoes the eager prefill's writes
         torch.cuda.synchronize(dev)
