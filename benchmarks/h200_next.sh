@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh H36|H35|H34|H33|H32|H31|H29|H28|H27|H26|H25|H24|H23|H22|H21|H20|H19|H18|H17|H16|H15|H14|H13|H11|H10|H9|H8|H7|H6|H5|H4|H3|H2|H1|G1|F12|F11|F10|F9|F8|F7|F6|F5|F4|F3|F2|F1|E2|E1|D3|D2|D1|C4|C3|C2|C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V
+#   bash benchmarks/h200_next.sh H37|H36|H35|H34|H33|H32|H31|H29|H28|H27|H26|H25|H24|H23|H22|H21|H20|H19|H18|H17|H16|H15|H14|H13|H11|H10|H9|H8|H7|H6|H5|H4|H3|H2|H1|G1|F12|F11|F10|F9|F8|F7|F6|F5|F4|F3|F2|F1|E2|E1|D3|D2|D1|C4|C3|C2|C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -89,6 +89,10 @@ H16) # (ran: seventeenth session; written in the sixteenth) $DAK_OPT_QSCALE=1 (C
     step 40 python3 -u -m pytest -q -p no:cacheprovider tests/test_hbm_gemv_gpu.py
     ab 110 DAK_OPT_QSCALE=1 e2e-h16 python3 -m dak bench e2e --models opt-6.7b,opt-30b --batch 8 --ratios 0,1,2 \
         --systems dak-consolidated
+    ;;
+H37) # (nineteenth session) the 70B real-capacity case on the captured, chained prefill (32 x 1024 prompt tokens in
+    # request chunks: one graph per chunk, HBM nearly full), against the eager prefill
+    ab 150 DAK_PREFILL_GRAPHS=0 e2e-h37-70b-rc python3 -m dak bench e2e --real-capacity llama-2-70b
     ;;
 H36) # (nineteenth session) H35: captured prefill cut TTFT 2.3-3.4x (OPT-6.7B at 2%: 40.2 -> 13.1 ms) but dak's stays
     # above prefetch's at 2-5% on OPT (13.1 / 9.7): one operator at a time, each pays its copy's start-up. The captured
