@@ -184,9 +184,11 @@ class Engine:
         rows = self.prefill_rows(b, n)
         logits = []
         try:
+            # graphed per prompt bucket when one forward takes every request; in request chunks
+            # HBM is short (a graph would hold its activations: the 70B real-capacity case ran out)
+            run = self._prefill.run if self._prefill is not None and rows >= b else self.prefill_chunk
             for r0 in range(0, b, rows):
                 r1 = min(b, r0 + rows)
-                run = self.prefill_chunk if self._prefill is None else self._prefill.run  # graphed per prompt bucket
                 logits.append(run(r0, ids[r0:r1], prompt_lengths[r0:r1]))
         finally:
             self.kv.prefill_first, self.kv.prompt_lengths = 0, prompt_lengths

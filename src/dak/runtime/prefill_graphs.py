@@ -15,7 +15,10 @@ previous one's, dak.kernels.copy_ahead) in two staging slots of the graph's own:
 one, each would pay the copy engine's start-up (a 7168x7168 operator at 10% on the host: 1.13
 x its bound alone, 1.03 chained; H33). At most `max_graphs` keys get a
 graph (sharing one memory pool, so they hold about one prefill's activations); others run
-eagerly, and so does a key whose capture ran out of HBM (with a warning). Without a GPU the
+eagerly, and so does a key whose capture ran out of HBM (with a warning). The Engine captures
+only a prefill that takes every request in one forward: one split into request chunks is short
+of HBM, and a graph holding one chunk's activations left the next chunk's eager run without
+them (Llama-2-70B at real capacity ran out of memory, H37). Without a GPU the
 same padded chunks run eagerly (`capture=False`).
 """
 
