@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh H37|H36|H35|H34|H33|H32|H31|H29|H28|H27|H26|H25|H24|H23|H22|H21|H20|H19|H18|H17|H16|H15|H14|H13|H11|H10|H9|H8|H7|H6|H5|H4|H3|H2|H1|G1|F12|F11|F10|F9|F8|F7|F6|F5|F4|F3|F2|F1|E2|E1|D3|D2|D1|C4|C3|C2|C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V
+#   bash benchmarks/h200_next.sh H38|H37|H36|H35|H34|H33|H32|H31|H29|H28|H27|H26|H25|H24|H23|H22|H21|H20|H19|H18|H17|H16|H15|H14|H13|H11|H10|H9|H8|H7|H6|H5|H4|H3|H2|H1|G1|F12|F11|F10|F9|F8|F7|F6|F5|F4|F3|F2|F1|E2|E1|D3|D2|D1|C4|C3|C2|C1|B7|B6|B5|B4|B3|B2|B1|A1|Z1|Z4|Z5|Z6|Z7|Z8|Z2|Z3|X|Y|W|V
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -89,6 +89,11 @@ H16) # (ran: seventeenth session; written in the sixteenth) $DAK_OPT_QSCALE=1 (C
     step 40 python3 -u -m pytest -q -p no:cacheprovider tests/test_hbm_gemv_gpu.py
     ab 110 DAK_OPT_QSCALE=1 e2e-h16 python3 -m dak bench e2e --models opt-6.7b,opt-30b --batch 8 --ratios 0,1,2 \
         --systems dak-consolidated
+    ;;
+H38) # (nineteenth session) H37: at real capacity the captured prefill (request chunks) ran out of HBM; the Engine now
+    # captures only one-forward prefills: the prefill-graph GPU tests and the 70B case again
+    step 60 python3 -u -m pytest -q -p no:cacheprovider tests/test_prefill_graphs_gpu.py
+    step 150 python3 -m dak bench e2e --real-capacity llama-2-70b --out "$OUT/e2e-h38-70b-rc-s19-h200.json"
     ;;
 H37) # (nineteenth session) the 70B real-capacity case on the captured, chained prefill (32 x 1024 prompt tokens in
     # request chunks: one graph per chunk, HBM nearly full), against the eager prefill
