@@ -92,8 +92,8 @@ H16) # (ran: seventeenth session; written in the sixteenth) $DAK_OPT_QSCALE=1 (C
     ;;
 H38) # (nineteenth session) H37: at real capacity the captured prefill (request chunks) ran out of HBM; the Engine now
     # captures only one-forward prefills: the prefill-graph GPU tests and the 70B case again
-    step 60 python3 -u -m pytest -q -p no:cacheprovider tests/test_prefill_graphs_gpu.py
     step 150 python3 -m dak bench e2e --real-capacity llama-2-70b --out "$OUT/e2e-h38-70b-rc-s19-h200.json"
+    step 60 python3 -u -m pytest -q -p no:cacheprovider tests/test_prefill_graphs_gpu.py
     ;;
 H37) # (nineteenth session) the 70B real-capacity case on the captured, chained prefill (32 x 1024 prompt tokens in
     # request chunks: one graph per chunk, HBM nearly full), against the eager prefill
