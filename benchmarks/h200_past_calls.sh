@@ -1,0 +1,656 @@
+# Calls of benchmarks/h200_next.sh that have run (their results are in benchmarks/results/ and
+# the runbook); sourced by h200_next.sh for any name it does not list itself, after its helpers
+# (step, ab, curves_ab) and $OUT, $log are set. past_call NAME runs one; unknown names return 2.
+past_call() {
+case "$1" in
+F3) # (ran: twelfth session) DAK_COPY_WRAP=1 (eleventh session, CPU-tested only): the step's last copy refills the chain's
+    # first slot for the next step, so the first copy rides the tail (LM head) instead of stalling the start.
+    # Its GPU tests, then OPT-30B at 5/10%: default, wrap, wrap + 128 MiB copy groups (a group makes the first
+    # copy 2.4 ms long: wrap should matter most there), prefetch beside, one call
+    step 150 python3 -u -m pytest -q -p no:cacheprovider tests/test_copy_ahead_gpu.py
+    step 120 python3 -u -m pytest -q -p no:cacheprovider tests/test_runtime_gpu.py -k "wrapped or kv_bucket"
+    e2e="python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 5,10"
+    step 120 $e2e --systems dak-consolidated,prefetch --out "$OUT/e2e-opt-30b-f3-default.json"
+    step 80 env DAK_COPY_WRAP=1 $e2e --systems dak-consolidated --out "$OUT/e2e-opt-30b-f3-wrap.json"
+    step 80 env DAK_COPY_WRAP=1 DAK_COPY_GROUP_MIB=128 $e2e --systems dak-consolidated \
+        --out "$OUT/e2e-opt-30b-f3-wrap-groups.json"
+    step 80 env DAK_COPY_WRAP=1 python3 benchmarks/profile_step.py --model opt-30b --ratios 0.05 --steps 2 \
+        --out "$OUT/step-opt-30b-f3-wrap.json"  # the link's idle time a step, against C4's 1.44 ms
+    ;;
+G1) # (ran: thirteenth session) no fork is the default now (F10/F11: 3 streams, 52.1 GB/s, TPOT 0-7% lower): the GPU
+    # tests that touch it, then the batch-8 table's dak and prefetch rows of the three smaller models, one call
+    step 150 python3 -u -m pytest -q -p no:cacheprovider tests/test_runtime_gpu.py
+    step 100 python3 -u -m pytest -q -p no:cacheprovider tests/test_copy_ahead_gpu.py tests/test_split_linear_gpu.py \
+        tests/test_split_attention_gpu.py
+    step 290 python3 -m dak bench e2e --models llama-2-7b,opt-6.7b,llama-3-8b --batch 8 --ratios 1,2,5,10,20,40 \
+        --systems dak-consolidated,prefetch --out "$OUT/e2e-g1-batch8.json"
+    ;;
+H8) # (ran: sixteenth session) H6: dak's GEMV (4-8% lower TPOT on Llama), the fused OPT layer and rotary with the KV
+    # append are now defaults (the gated SiLU GEMV was 5x slower: off), with H7's refined heuristic: the GPU files
+    # that run them (the runtime file's tests compare against HF's tokens), one call
+    step 170 python3 -u -m pytest -q -p no:cacheprovider tests/test_runtime_gpu.py
+    step 60 python3 -u -m pytest -q -p no:cacheprovider tests/test_hbm_gemv_gpu.py
+    step 150 python3 -u -m pytest -q -p no:cacheprovider tests/test_split_linear_gpu.py tests/test_copy_ahead_gpu.py
+    step 100 python3 -u -m pytest -q -p no:cacheprovider tests/test_bench_e2e_gpu.py
+    ;;
+H13) # (ran: seventeenth session; written in the sixteenth) the GPU files the sixteenth session did not re-run on its defaults (GEMV,
+    # SiLU * up epilogue, fused OPT, rotary inside the KV append): split attention whole, large N and KV copy-ahead
+    step 320 python3 -u -m pytest -v -s -p no:cacheprovider tests/test_split_attention_gpu.py
+    step 200 python3 -u -m pytest -q -p no:cacheprovider tests/test_split_linear_large_n_gpu.py tests/test_kv_ahead.py
+    ;;
+H14) # (ran: seventeenth session; written in the sixteenth) the rows still below 0.9 x bound: OPT-6.7B at 1-5% (0.72-0.85) and Llama-2-7B
+    # at 5% (0.79). Two experiments, CPU-tested only: $DAK_CE_GEMV=1 (copy-engine operators' decode GEMMs, HBM rows
+    # and staged chunks, on dak's GEMV instead of cuBLAS) and $DAK_SPLIT_GEMV_TILES=1 (in-place split kernels'
+    # untuned decode configs take the GEMV's tiles and one HBM program per row tile). Their GPU tests (both on), A/B
+    # where each applies (CE: 5/10%; in place: 1/2%), then profiles of the slow rows
+    step 110 env DAK_CE_GEMV=1 DAK_SPLIT_GEMV_TILES=1 python3 -u -m pytest -q -p no:cacheprovider \
+        tests/test_split_linear_gpu.py tests/test_copy_ahead_gpu.py
+    ab 70 DAK_CE_GEMV=1 e2e-h14 python3 -m dak bench e2e --models llama-2-7b,opt-6.7b --batch 8 --ratios 5,10 \
+        --systems dak-consolidated
+    ab 50 DAK_SPLIT_GEMV_TILES=1 e2e-h14-inplace python3 -m dak bench e2e --models llama-2-7b,opt-6.7b --batch 8 \
+        --ratios 1,2 --systems dak-consolidated
+    p="python3 benchmarks/profile_step.py --steps 2"
+    step 90 $p --model opt-6.7b --ratios 0.01,0.02 --out "$OUT/step-opt-6.7b-h14.json" --trace "$OUT/trace-h14-opt"
+    step 20 python3 benchmarks/trace_copies.py "$OUT/trace-h14-opt-x0.01.json" --steps 2
+    rm -f "$OUT"/trace-h14-opt*.json
+    step 60 $p --model llama-2-7b --ratios 0.05 --out "$OUT/step-llama-2-7b-h14.json"
+    ;;
+H16) # (ran: seventeenth session; written in the sixteenth) $DAK_OPT_QSCALE=1 (CPU-tested only): OPT's q scaling as an epilogue of the fused
+    # q/k/v GEMV, the layer calling the attention itself (HF's OPTAttention multiplies q in a launch of its own): one
+    # launch fewer a layer on OPT, whose all-HBM step is 0.87 x bound (Llama 0.93-0.94). Its GPU test, then A/B
+    step 80 python3 -u -m pytest -q -p no:cacheprovider tests/test_runtime_gpu.py -k "fused_projection and opt"
+    step 40 python3 -u -m pytest -q -p no:cacheprovider tests/test_hbm_gemv_gpu.py
+    ab 110 DAK_OPT_QSCALE=1 e2e-h16 python3 -m dak bench e2e --models opt-6.7b,opt-30b --batch 8 --ratios 0,1,2 \
+        --systems dak-consolidated
+    ;;
+H37) # (nineteenth session) the 70B real-capacity case on the captured, chained prefill (32 x 1024 prompt tokens in
+    # request chunks: one graph per chunk, HBM nearly full), against the eager prefill
+    ab 150 DAK_PREFILL_GRAPHS=0 e2e-h37-70b-rc python3 -m dak bench e2e --real-capacity llama-2-70b
+    ;;
+H36) # (nineteenth session) H35: captured prefill cut TTFT 2.3-3.4x (OPT-6.7B at 2%: 40.2 -> 13.1 ms) but dak's stays
+    # above prefetch's at 2-5% on OPT (13.1 / 9.7): one operator at a time, each pays its copy's start-up. The captured
+    # prefill now chains its copy-engine operators by copy-ahead (own slots): tests, then TTFT with and without the chain,
+    # and batch 512 (a 16k-token prefill graph) once
+    step 150 python3 -u -m pytest -q -p no:cacheprovider tests/test_prefill_graphs_gpu.py tests/test_copy_ahead_gpu.py \
+        tests/test_runtime_gpu.py
+    ab 110 DAK_PREFILL_CHAIN=0 e2e-h36-ttft python3 -m dak bench e2e --models opt-6.7b,llama-2-7b --batch 8 \
+        --ratios 2,5,10 --systems dak-consolidated,prefetch
+    step 100 python3 -m dak bench e2e --models llama-2-7b --batch 512 --ratios 5 --systems dak-consolidated \
+        --out "$OUT/e2e-h36-bs512-s19-h200.json"
+    ;;
+H35) # (nineteenth session) H34: prefill still host-bound (dak 80 / prefetch 70 ms wall for 22-24 ms of GPU work in a
+    # slow-host call). The prefill is now captured per prompt-length bucket: its GPU tests, the runtime GPU files on it,
+    # then batch-8 TTFT and TPOT beside prefetch with DAK_PREFILL_GRAPHS on (default) and off
+    step 120 python3 -u -m pytest -q -p no:cacheprovider tests/test_prefill_graphs_gpu.py
+    step 240 python3 -u -m pytest -q -p no:cacheprovider tests/test_runtime_gpu.py tests/test_bench_e2e_gpu.py
+    ab 110 DAK_PREFILL_GRAPHS=0 e2e-h35-ttft python3 -m dak bench e2e --models opt-6.7b,llama-2-7b --batch 8 \
+        --ratios 0,2,5 --systems dak-consolidated,prefetch
+    ;;
+H34) # (nineteenth session) H33: the KV cache's position check synced the device once per layer in every prefill (32
+    # syncs for OPT-6.7B), so the host could not run ahead of the GPU; the Engine checks the prompts once. Prefill
+    # profiles again, batch-8 TTFT beside prefetch, and the prefill-touching GPU runtime tests
+    step 150 python3 -u -m pytest -q -p no:cacheprovider tests/test_runtime_gpu.py -k "graphed_greedy or streamer or forward_scores"
+    step 100 python3 -u benchmarks/profile_prefill.py --model opt-6.7b --ratios 0 --systems consolidated \
+        --out "$OUT/prefill-opt-6.7b-x0-s19b-h200.json"
+    step 120 python3 -u benchmarks/profile_prefill.py --model opt-6.7b --ratios 0.05 --systems consolidated,prefetch \
+        --out "$OUT/prefill-opt-6.7b-cpu-s19b-h200.json"
+    step 150 python3 -m dak bench e2e --models opt-6.7b,llama-2-7b --batch 8 --ratios 2,5 --systems dak-consolidated,prefetch \
+        --out "$OUT/e2e-h34-ttft-s19-h200.json"
+    ;;
+H33) # (nineteenth session) H32: the chain rule made batch 512 1.6% slower (now off); the large-N chain test compared
+    # against an unchained run with other chunks (mended). dak's prefill is 53 ms wall for 21 ms of GPU work (prefetch
+    # 40 / 24): the CPU side of one prefill (ops, CUDA runtime calls, syncs); the large-N bench with the amplifying path
+    step 100 python3 -u -m pytest -q -p no:cacheprovider tests/test_copy_ahead_gpu.py
+    step 100 python3 -u benchmarks/profile_prefill.py --model opt-6.7b --ratios 0 --systems consolidated \
+        --out "$OUT/prefill-opt-6.7b-x0-s19-h200.json"
+    step 120 python3 -u benchmarks/profile_prefill.py --model opt-6.7b --ratios 0.05 --systems consolidated,prefetch \
+        --out "$OUT/prefill-opt-6.7b-cpu-s19-h200.json"
+    step 150 python3 -u benchmarks/bench_linear.py --large-n --paths triton,ce_cublas,ce_chained \
+        --out "$OUT/linear-large-n-s19c-h200.json"
+    ;;
+H32) # (nineteenth session) H31: chained (copy-ahead) large-N operators 1.01-1.06 x bound at N <= 4096 with one copy each;
+    # chunks only help the chain's last: $DAK_CHAIN_ONE_CHUNK (then on) copies all but the last in one memcpy.
+    # Its GPU tests (and the cuda/cuda:0 slot-key fix), the bench with the rule on/off and an all-HBM torch chain,
+    # then batch 512 with the rule off/on
+    step 200 python3 -u -m pytest -q -p no:cacheprovider tests/test_copy_ahead_gpu.py
+    step 150 python3 -u benchmarks/bench_linear.py --large-n --paths ce_cublas,ce_chained \
+        --out "$OUT/linear-large-n-s19b-h200.json"
+    ab 100 DAK_CHAIN_ONE_CHUNK=0 e2e-h32-bs512 python3 -m dak bench e2e --models llama-2-7b --batch 512 --ratios 5 \
+        --systems dak-consolidated
+    # dak's TTFT at batch 8 is up to 2.9x prefetch's (OPT-6.7B at 5%: 122.9 / 42.7 ms): where the prefill goes
+    step 150 python3 -u benchmarks/profile_prefill.py --model opt-6.7b --ratios 0.02,0.05 --systems consolidated,prefetch \
+        --out "$OUT/prefill-opt-6.7b-s19-h200.json"
+    ;;
+H31) # (nineteenth session) large N the way a decode step runs it: ce_cublas alone beside ce_chained (8 operators chained
+    # by copy-ahead, time per operator: the copy engine's start-up is paid once per chain); its GPU test; then H29
+    step 90 python3 -u -m pytest -q -p no:cacheprovider tests/test_copy_ahead_gpu.py -k large_n
+    step 150 python3 -u benchmarks/bench_linear.py --large-n --paths ce_cublas,ce_chained \
+        --out "$OUT/linear-large-n-s19-h200.json"
+    step 170 python3 -m dak bench e2e --models llama-2-7b --batch 512 --ratios 5 --systems dak-consolidated,dak-uniform \
+        --out "$OUT/e2e-h31-bs512-s19-h200.json"
+    ;;
+H28) # (eighteenth session) H27: OPT-6.7B 79.3% within 10%, misses at calibrated grid points themselves (4096x4096 at
+    # 4.7%: curve 64.2 us, fidelity 49.6): calibrate and fidelity in one call, one cache
+    step 150 python3 -m dak calibrate --model opt-6.7b --no-tune --prompt-len 32 --gen-len 32 --no-progress \
+        --out "$OUT/profile-opt-6.7b-h28.json"
+    step 120 python3 -u benchmarks/fidelity.py --prompt-len 32 --gen-len 32 --offload 0.01,0.02,0.05,0.1 --no-tune \
+        --profile "$OUT/profile-opt-6.7b-h28.json" --model opt-6.7b --out "$OUT/fidelity-opt-6.7b-h28-s18-h200.json"
+    ;;
+H27) # (eighteenth session) H26's fidelity timed q/k/v members alone where the runtime (and the fused curves' x = 0
+    # point) multiplies the all-HBM set as one matrix: 78.9% within 10%. fidelity.py now times the fused set; both
+    # calibrated profiles at the e2e workload
+    f="python3 -u benchmarks/fidelity.py --prompt-len 32 --gen-len 32 --offload 0.01,0.02,0.05,0.1 --no-tune"
+    step 200 $f --profile benchmarks/profiles/h200-opt-6.7b-h25.json --model opt-6.7b \
+        --out "$OUT/fidelity-opt-6.7b-s18-h200.json"
+    step 200 $f --profile benchmarks/profiles/h200-llama-2-7b-h17-inherited.json --model llama-2-7b \
+        --out "$OUT/fidelity-llama-2-7b-s18-h200.json"
+    ;;
+H26) # (eighteenth session) fidelity of the OPT-6.7B calibration (H25) at the e2e workload, then the calibrate GPU test
+    step 240 python3 -u benchmarks/fidelity.py --profile benchmarks/profiles/h200-opt-6.7b-h25.json --model opt-6.7b \
+        --prompt-len 32 --gen-len 32 --offload 0.01,0.02,0.05,0.1 --no-tune --out "$OUT/fidelity-opt-6.7b-s18-h200.json"
+    step 150 python3 -u -m pytest -q -p no:cacheprovider tests/test_calibrate_gpu.py
+    ;;
+H25) # (eighteenth session) issue 6's A/B on a second family: calibrate OPT-6.7B at the e2e workload, strip its curves,
+    # greedy on each (measured first, then roofline, twice), batch 8
+    step 150 python3 -m dak calibrate --model opt-6.7b --no-tune --prompt-len 32 --gen-len 32 --no-progress \
+        --out "$OUT/profile-opt-6.7b-h25.json"
+    step 10 python3 benchmarks/strip_curves.py "$OUT/profile-opt-6.7b-h25.json" "$OUT/profile-opt-6.7b-h25-roofline.json"
+    e2e="python3 -m dak bench e2e --models opt-6.7b --batch 8 --ratios 1,2,5,10 --systems dak-greedy"
+    for run in 1 2; do
+        step 70 $e2e --hardware "$OUT/profile-opt-6.7b-h25.json" --out "$OUT/e2e-h25-measured-$run.json"
+        step 70 $e2e --hardware "$OUT/profile-opt-6.7b-h25-roofline.json" --out "$OUT/e2e-h25-roofline-$run.json"
+    done
+    ;;
+H24) # (eighteenth session) H23: measured greedy 6% slower than the roofline's at 5% (9.61 vs 9.04 ms): its attention
+    # curve times host K/V read by the kernel, while the engine copies them a layer ahead. The chain model now prices a
+    # calibrated attention with host K/V at its all-HBM time, the K/V on the link side. Same A/B on it, then the
+    # large-N GPU file on the new large-N chunking heuristic (2 equal chunks up to 25% host rows, else 4 shrinking)
+    curves_ab h24
+    step 200 python3 -u -m pytest -q -p no:cacheprovider tests/test_split_linear_large_n_gpu.py
+    ;;
+H22) # (eighteenth session) issue 7's last miss: large N at x = 10%, N <= 2048 ran 1.15-1.18 x bound (target 1.11). The
+    # staged chunks may now shrink (ce_taper: the GEMM left after the last copy is short) and run their GEMMs on a forked
+    # stream beside the HBM rows' GEMM (ce_fork: fills its last wave). GPU file first, then the grid (every variant kept)
+    step 200 python3 -u -m pytest -q -p no:cacheprovider tests/test_split_linear_large_n_gpu.py
+    step 330 python3 -u benchmarks/bench_linear.py --large-n --paths triton,ce_cublas \
+        --out "$OUT/linear-large-n-s18-h200.json"
+    ;;
+H23) # (eighteenth session) issue 6's end-to-end A/B on one profile: the H17 calibration (preset's fitted costs inherited)
+    # with its measured curves against the same profile without them (roofline at its measured rates), alternated twice,
+    # and the preset once, greedy and consolidated, Llama-2-7B batch 8
+    curves_ab h23
+    step 100 python3 -m dak bench e2e --models llama-2-7b --batch 8 --ratios 1,2,5,10 --systems dak-greedy,dak-consolidated \
+        --out "$OUT/e2e-h23-preset.json"
+    ;;
+H17) # (ran: seventeenth session) calibrate times the fused q/k/v and gate/up products (x = 0 of their members: their
+    # share) and unfused_op_overhead_s; predictions price one operator at its measured points, not the envelope; a
+    # measured plan keeps the roofline's units where those price lower. P3 (same session, before this): the H15
+    # profile's consolidated plans were 1.0-1.5x slower than the preset's. Re-calibrate, then both profiles
+    # side by side, greedy and consolidated, then the calibrate GPU test
+    step 150 python3 -m dak calibrate --model llama-2-7b --no-tune --prompt-len 32 --gen-len 32 --no-progress \
+        --out "$OUT/profile-llama-2-7b-h17.json"
+    e2e="python3 -m dak bench e2e --models llama-2-7b --batch 8 --ratios 0,1,2,5,10 --systems dak-greedy,dak-consolidated"
+    step 100 $e2e --out "$OUT/e2e-h17-preset.json"
+    step 100 $e2e --hardware "$OUT/profile-llama-2-7b-h17.json" --out "$OUT/e2e-h17-calibrated.json"
+    step 90 python3 -u -m pytest -q -p no:cacheprovider tests/test_calibrate_gpu.py
+    ;;
+H15) # (ran: seventeenth session; written in the sixteenth) the bound's HBM rate: the preset's 3.7 TB/s (cuBLAS's GEMV when measured) is
+    # below dak's GEMV on large matrices (OPT-30B all in HBM at 1.06 x bound). calibrate's HBM read rate at the e2e
+    # workload, to re-base the preset on (then the table again)
+    step 200 python3 -m dak calibrate --model llama-2-7b --no-tune --prompt-len 32 --gen-len 32 --no-progress \
+        --out "$OUT/profile-llama-2-7b-h15.json"
+    ;;
+H11) # (ran: sixteenth session) H10: SiLU * up in the gate/up GEMV's epilogue is 1.2-1.5% faster: the default now, and the
+    # preset's per-layer overheads are refitted to the GEMV step (fused Llama 8.9 us, was 22.6; OPT 16.9, was 31.2).
+    # The GPU files that run it, then the table's batch-8 rows up to 10% on every default, prefetch beside, one call
+    step 60 python3 -u -m pytest -q -p no:cacheprovider tests/test_hbm_gemv_gpu.py
+    step 100 python3 -u -m pytest -q -p no:cacheprovider tests/test_runtime_gpu.py
+    step 150 python3 -m dak bench e2e --models llama-2-7b,opt-6.7b,llama-3-8b --batch 8 --ratios 0,1,2,5,10 \
+        --systems dak-consolidated,prefetch --out "$OUT/e2e-h11-batch8.json"
+    step 170 python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 0,1,2,5,10 --systems dak-consolidated,prefetch \
+        --out "$OUT/e2e-opt-30b-h11.json"
+    ;;
+H10) # (ran: sixteenth session) the gated SiLU GEMV (SiLU * up on down_proj's loads) was 5x slower: DAK_GEMV_SILU=1 now
+    # puts SiLU * up in the fused gate/up GEMV's epilogue instead (loads stay pipelined; one launch fewer a layer).
+    # Its GPU tests, the 0% rows of the table on today's defaults (prefetch beside), then default against it
+    step 80 python3 -u -m pytest -q -p no:cacheprovider tests/test_hbm_gemv_gpu.py
+    step 120 python3 -u -m pytest -q -p no:cacheprovider tests/test_runtime_gpu.py -k "fused_projection or forked_or_eager"
+    step 90 python3 -m dak bench e2e --models llama-2-7b,opt-6.7b,llama-3-8b --batch 8 --ratios 0 \
+        --systems dak-consolidated,prefetch --out "$OUT/e2e-h10-x0.json"
+    ab 70 DAK_GEMV_SILU=1 e2e-h10 python3 -m dak bench e2e --models llama-2-7b,llama-3-8b --batch 8 --ratios 0,1,2 \
+        --systems dak-consolidated
+    step 60 env DAK_GEMV_SILU=1 python3 benchmarks/profile_step.py --steps 2 --model llama-3-8b --ratios 0 \
+        --out "$OUT/step-llama-3-8b-h10-silu.json"
+    ;;
+H9) # (ran: sixteenth session) the README table's batch-8 rows the new defaults touch (x <= 10%; above it the link
+    # bounds the step), dak beside prefetch in one call; OPT-30B at 5/10%; where Llama-3-8B's step goes now
+    step 230 python3 -m dak bench e2e --models llama-2-7b,opt-6.7b,llama-3-8b --batch 8 --ratios 1,2,5,10 \
+        --systems dak-consolidated,prefetch --out "$OUT/e2e-h9-batch8.json"
+    step 130 python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 5,10 --systems dak-consolidated,prefetch \
+        --out "$OUT/e2e-opt-30b-h9.json"
+    step 60 python3 benchmarks/profile_step.py --steps 2 --model llama-3-8b --ratios 0 --out "$OUT/step-llama-3-8b-h9.json"
+    ;;
+H7) # (ran: sixteenth session) after H6: the GEMV's heuristic was read off 18 configs on Llama shapes; a wider grid
+    # (48: BLOCK_M 16/32/64, BLOCK_K 128/256, 3-6 stages, 4/8 warps) on every all-HBM decode linear of the four models,
+    # gated down_proj too, cuBLAS beside: which configs to make the heuristic's
+    step 250 python3 -u benchmarks/sweep_gemv.py --models llama-2-7b,llama-3-8b --silu --out "$OUT/sweep-gemv-llama.json"
+    step 300 python3 -u benchmarks/sweep_gemv.py --models opt-6.7b,opt-30b --out "$OUT/sweep-gemv-opt.json"
+    ;;
+H6) # (ran: sixteenth session) P2 (probe_pdl_chain.py, configs timed in graphs): dak's Triton GEMV beat cuBLAS on
+    # 9 of 10 Llama-shaped all-HBM matrices at N = 8 (o_proj 11.5 vs 12.9 us, down 25.2 vs 28.0) and over a whole
+    # Llama-2-7B-shaped chain 1.067x (Llama-3-8B 1.013x). $DAK_HBM_GEMV=1 puts every all-HBM decode linear on it
+    # (dak.kernels.hbm_gemv, heuristic configs when untuned), $DAK_GEMV_SILU=1 also folds Llama's SiLU * up into
+    # down_proj's GEMV (one launch fewer a layer), $DAK_FUSED_OPT=1 fuses OPT's layers (add + LayerNorm; ReLU and the
+    # residual add as fc1/fc2 epilogues: three launches fewer a layer): their GPU tests, then default / GEMV /
+    # GEMV + both fusions (SiLU touches Llama only, the OPT fusion OPT only) in one call; and $DAK_ROTARY_KV=1 alone
+    # (rotary with the KV append in one launch: one launch fewer a layer on Llama-family models, cuBLAS or not)
+    step 120 python3 -u -m pytest -q -p no:cacheprovider tests/test_hbm_gemv_gpu.py
+    step 120 python3 -u -m pytest -q -p no:cacheprovider tests/test_runtime_gpu.py -k "fused_projection or forked_or_eager"
+    e2e=(python3 -m dak bench e2e --models llama-2-7b,llama-3-8b,opt-6.7b --batch 8 --ratios 0,1,2,5 --systems dak-consolidated)
+    ab 90 DAK_HBM_GEMV=1 e2e-h6 "${e2e[@]}"
+    step 90 env DAK_HBM_GEMV=1 DAK_GEMV_SILU=1 DAK_FUSED_OPT=1 "${e2e[@]}" --out "$OUT/e2e-h6-gemv-fusions.json"
+    step 80 env DAK_ROTARY_KV=1 "${e2e[@]}" --out "$OUT/e2e-h6-rotary-kv.json"
+    step 60 env DAK_HBM_GEMV=1 DAK_GEMV_SILU=1 python3 benchmarks/profile_step.py --steps 2 --model llama-3-8b \
+        --ratios 0 --out "$OUT/step-llama-3-8b-h6-gemv-silu.json"
+    ;;
+H5) # (ran: fifteenth session, its probe steps crashed writing JSON; rerun inline as P1/P2) H4: the all-HBM step's cuBLAS GEMMs are the gap (cuBLASLt no better). Does PDL (each kernel
+    # launched while its predecessor runs, weights prefetched to L2 before the wait) close it? probe_pdl_chain.py on a
+    # Llama-3-8B / Llama-2-7B shaped GEMV chain; then the GPU tests the fifteenth session mended (kv_ahead's side-stream
+    # assertion, the state_dict device compare) and the runtime file with the deferred residual add now the default;
+    # Llama-2-7B / Llama-3-8B at 0/2% on that default
+    step 150 python3 -u benchmarks/probe_pdl_chain.py --model llama-3-8b --out "$OUT/probe-pdl-chain-llama-3-8b.json"
+    step 100 python3 -u benchmarks/probe_pdl_chain.py --model llama-2-7b --out "$OUT/probe-pdl-chain-llama-2-7b.json"
+    step 60 python3 -u -m pytest -q -p no:cacheprovider tests/test_kv_ahead.py -k staged_slot
+    step 170 python3 -u -m pytest -q -p no:cacheprovider tests/test_runtime_gpu.py
+    step 90 python3 -m dak bench e2e --models llama-2-7b,llama-3-8b --batch 8 --ratios 0,2 --systems dak-consolidated \
+        --out "$OUT/e2e-h5-defer-default.json"
+    ;;
+H3) # (ran: fifteenth session) unforked (F10 trace), OPT-30B's copies run by size: 3.7 MB at 49.2 GB/s (84 a
+    # step), 7.3 MB at 52.0 (155), 14.7 MB at 52.9, 17.4 MB at 53.1: the small ones are the rest of the gap to
+    # prefetch's 55.2. Copy groups + KV pair copies (fewer, larger copies) were tried forked only (twelfth session:
+    # 49-55 GB/s in the many-stream graph); now unforked: trace and e2e against the default and prefetch
+    p="python3 benchmarks/profile_step.py --steps 2 --model opt-30b --ratios 0.05"
+    step 80 env DAK_COPY_GROUP_MIB=128 DAK_KV_PAIR_COPY=1 $p --out "$OUT/step-opt-30b-h3-groups.json" --trace "$OUT/trace-h3"
+    step 20 python3 benchmarks/trace_copies.py "$OUT/trace-h3-x0.05.json" --steps 2
+    rm -f "$OUT/trace-h3-x0.05.json" "$OUT/trace-h3-eager-x0.05.json"
+    e2e="python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 5,10"
+    step 120 $e2e --systems dak-consolidated,prefetch --out "$OUT/e2e-opt-30b-h3-default.json"
+    step 90 env DAK_COPY_GROUP_MIB=128 DAK_KV_PAIR_COPY=1 $e2e --systems dak-consolidated \
+        --out "$OUT/e2e-opt-30b-h3-groups.json"
+    ;;
+H4) # (ran: fifteenth session) the all-HBM step of the 7-8B models is 0.78-0.86 x bound,
+    # the main miss of the EB >= 0.9 target at x <= 5%: in Llama-3-8B's graph (s11 trims profile) cuBLAS GEMMs take
+    # 3.94 of 4.60 ms, o_proj and qkv run at 3.0-3.2 TB/s (the big ones 3.9-4.3) and o/down add 64 split-K reduce
+    # kernels a step. Does torch's cuBLASLt preference pick other kernels? And $DAK_DEFER_RESIDUAL=1 (fourteenth
+    # session, CPU-tested): the MLP residual add joins the next layer's add + RMSNorm launch, one launch fewer a
+    # layer (the tenth session's two fewer gave 4-5%). Its GPU test first; then default, cuBLASLt, deferred
+    step 100 python3 -u -m pytest -q -p no:cacheprovider tests/test_runtime_gpu.py -k forked_or_eager
+    e2e="-m dak bench e2e --models llama-2-7b,llama-3-8b,opt-6.7b --batch 8 --ratios 0,2 --systems dak-consolidated"
+    lt="import runpy, sys, torch; torch.backends.cuda.preferred_blas_library('cublaslt'); sys.argv = ['dak'] + sys.argv[1:]; runpy.run_module('dak', run_name='__main__')"
+    step 130 python3 $e2e --out "$OUT/e2e-h4-cublas.json"
+    step 130 python3 -c "$lt" ${e2e#-m dak } --out "$OUT/e2e-h4-cublaslt.json"
+    step 100 env DAK_DEFER_RESIDUAL=1 python3 -m dak bench e2e --models llama-2-7b,llama-3-8b --batch 8 --ratios 0,2 \
+        --systems dak-consolidated --out "$OUT/e2e-h4-defer.json"
+    p="benchmarks/profile_step.py --steps 2 --model llama-3-8b --ratios 0"
+    step 60 python3 -c "import runpy, sys, torch; torch.backends.cuda.preferred_blas_library('cublaslt'); sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')" $p --out "$OUT/step-llama-3-8b-h4-cublaslt.json"
+    ;;
+H2) # (ran: fifteenth session) the split-attention file whole with unforked copy-engine attention, the
+    # default since b197d2c: its 220 random cases (a quarter of those with host KV staged) took 106-269 s before;
+    # since the fourteenth session they are 4 tests of 55 (-v: a run cut by the limit still shows the chunks that
+    # passed). Then large N, KV copy-ahead, and the fourteenth session's state_dict test (loading into captured graphs)
+    step 320 python3 -u -m pytest -v -s -p no:cacheprovider tests/test_split_attention_gpu.py
+    step 200 python3 -u -m pytest -q -p no:cacheprovider tests/test_split_linear_large_n_gpu.py tests/test_kv_ahead.py
+    step 80 python3 -u -m pytest -q -p no:cacheprovider tests/test_runtime_gpu.py -k "load_state_dict or streamer or scores"
+    ;;
+H1) # (ran: fifteenth session) F12's step limit cut OPT-30B batch 512 at 40% before prefetch ran; dak beside it again
+    step 280 python3 -m dak bench e2e --models opt-30b --batch 512 --ratios 40 --systems prefetch,dak-consolidated \
+        --out "$OUT/e2e-opt-30b-bs512-40.json"
+    ;;
+F10) # (ran: thirteenth session) F8/F9: dak's decode graph spreads over 289 graph-internal streams (one fork and join per
+    # copy-engine operator: 240 linears + 48 attentions a step at OPT-30B 5%), prefetch's over 2, eager steps over 5;
+    # copies run at 49.7 GB/s in dak's replays, 54.4 eager, 55.2 in prefetch's. DAK_CE_FORK=0 runs the staged part
+    # on the caller's stream (no fork): its GPU tests, then the trace (streams, copy rate) and OPT-30B e2e
+    step 120 env DAK_CE_FORK=0 python3 -u -m pytest -q -p no:cacheprovider tests/test_copy_ahead_gpu.py \
+        tests/test_split_linear_gpu.py tests/test_split_attention_gpu.py -k "graph or chained or copy_engine"
+    step 80 python3 -u -m pytest -q -p no:cacheprovider tests/test_runtime_gpu.py -k "forked or kv_ahead"
+    step 50 python3 benchmarks/probe_copy_contention.py --copies 96 --mib 16 --beside none,cublas --fork both \
+        --out "$OUT/probe-copy-contention-fork.json"  # does a branch per copy alone slow the copies?
+    step 80 env DAK_CE_FORK=0 python3 benchmarks/profile_step.py --steps 2 --model opt-30b --ratios 0.05 \
+        --out "$OUT/step-opt-30b-f10-nofork.json" --trace "$OUT/trace-nofork"
+    step 20 python3 benchmarks/trace_copies.py "$OUT/trace-nofork-x0.05.json" --steps 2
+    gzip -f "$OUT/trace-nofork-x0.05.json"; rm -f "$OUT/trace-nofork-eager-x0.05.json"
+    e2e="python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 5,10"
+    step 120 env DAK_CE_FORK=0 $e2e --systems dak-consolidated,prefetch --out "$OUT/e2e-opt-30b-f10-nofork.json"
+    step 90 $e2e --systems dak-consolidated --out "$OUT/e2e-opt-30b-f10-default.json"
+    ;;
+F12) # (ran: thirteenth session, with DAK_CE_FORK=0) issue 5 lists OPT-30B at batch 512 beside Llama-2-7B; never measured. `--dry-run` estimates
+    # 7.7 min for all nine cases; the planner predicts consolidated 98.2 / uniform 104.7 / prefetch 115.3 ms at 5%
+    # and consolidated = uniform at 20/40% (the link bounds both there)
+    e2e="python3 -m dak bench e2e --models opt-30b --batch 512"
+    step 200 $e2e --ratios 5 --systems dak-consolidated,dak-uniform,prefetch --out "$OUT/e2e-opt-30b-bs512-5.json"
+    step 300 $e2e --ratios 20,40 --systems dak-consolidated,prefetch --out "$OUT/e2e-opt-30b-bs512-20-40.json"
+    ;;
+F11) # (ran: thirteenth session) after F10, if DAK_CE_FORK=0 copies faster: the smaller models' rows, default against no fork
+    e2e="python3 -m dak bench e2e --models llama-2-7b,opt-6.7b,llama-3-8b --batch 8 --ratios 1,2,5,10,20"
+    step 200 $e2e --systems dak-consolidated --out "$OUT/e2e-f11-default.json"
+    step 200 env DAK_CE_FORK=0 $e2e --systems dak-consolidated --out "$OUT/e2e-f11-nofork.json"
+    ;;
+F9) # (ran: twelfth session) F8: the same copies run at 53-55 GB/s in eager steps and 47-51 in graph replays (prefetch's graph: 55.3).
+    # Which part of dak's graph slows them? Graph-replay traces of OPT-30B at 5% with one variant each: KV copies on
+    # the linear chain's stream, 4 slots, two copy streams, the split kernel for CE operators' HBM rows
+    p="python3 benchmarks/profile_step.py --steps 2 --model opt-30b --ratios 0.05"
+    for v in DAK_KV_COPY_STREAM=shared DAK_COPY_SLOTS=4 DAK_COPY_STREAMS=2 DAK_CE_HBM_CUBLAS=0; do
+        t="$OUT/trace-${v%%=*}"
+        step 70 env $v $p --out "$OUT/step-opt-30b-f9-${v%%=*}.json" --trace "$t"
+        step 30 python3 benchmarks/trace_copies.py "$t-x0.05.json" --steps 2
+        rm -f "$t-x0.05.json" "$t-eager-x0.05.json"
+    done
+    ;;
+F8) # (ran: twelfth session) F6's profiles: eager steps copy dak's 2.99 GB at 54.4 GB/s (groups + pair: 55.2), the same copies in graph
+    # replays at 49.7 (51.4); prefetch 55.3 in both. Is it the graph? e2e with DAK_GRAPHS=0 (eager decode, dak and
+    # prefetch) against graphs in the same call; eager and replay traces of dak at 5% read by trace_copies.py
+    e2e="python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 5 --systems dak-consolidated,prefetch"
+    step 100 env DAK_GRAPHS=0 $e2e --out "$OUT/e2e-opt-30b-f8-eager.json"
+    step 100 $e2e --out "$OUT/e2e-opt-30b-f8-graphs.json"
+    step 100 python3 benchmarks/profile_step.py --steps 2 --model opt-30b --ratios 0.05 \
+        --out "$OUT/step-opt-30b-f8.json" --trace "$OUT/trace-f8"
+    for t in trace-f8-eager-x0.05 trace-f8-x0.05; do
+        step 60 python3 benchmarks/trace_copies.py "$OUT/$t.json" --steps 2
+        gzip -f "$OUT/$t.json"
+    done
+    ;;
+F7) # (ran: twelfth session) F6's traces: dak's 120-130 MB group copies ran at 49.4-54.6 GB/s with no kernel beside them, prefetch's
+    # 66 MB copies at 55.4 beside GEMMs: the source memory's physical layout? probe_pin_layout (cudaHostAlloc,
+    # cudaHostRegister, THP-backed register; fresh and after fragmenting 32 GiB), then OPT-30B at 5/10% with
+    # DAK_PIN_METHOD=thp (dak and prefetch both: prefetch's buffers are PinnedBuffers too) against the default
+    step 150 python3 benchmarks/probe_pin_layout.py --out "$OUT/probe-pin-layout.json"
+    step 60 python3 -u -m pytest -q -p no:cacheprovider tests/test_host_release.py
+    e2e="python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 5,10 --systems dak-consolidated,prefetch"
+    step 150 env DAK_PIN_METHOD=thp $e2e --out "$OUT/e2e-opt-30b-f7-thp.json"
+    step 150 $e2e --out "$OUT/e2e-opt-30b-f7-default.json"
+    step 100 env DAK_PIN_METHOD=thp python3 benchmarks/profile_step.py --steps 2 --model opt-30b --ratios 0.05 \
+        --out "$OUT/step-opt-30b-f7-thp.json" --trace "$OUT/trace-thp"
+    step 60 python3 benchmarks/trace_copies.py "$OUT/trace-thp-x0.05.json" --steps 2
+    gzip -f "$OUT/trace-thp-x0.05.json"
+    ;;
+F6) # (ran: twelfth session) F5: 128 MiB groups + KV pair copy cut OPT-30B's copies from 336 to 66 a step, yet the link stayed busy
+    # 58.2 ms for 3.03 GB (52 GB/s; prefetch's layer copies 55): which copies are slow? Traces of one call: default,
+    # groups + pair, prefetch; per (stream, size) rates by trace_copies.py
+    p="python3 benchmarks/profile_step.py --steps 2 --model opt-30b --ratios 0.05"
+    step 120 env DAK_COPY_GROUP_MIB=128 DAK_KV_PAIR_COPY=1 $p --out "$OUT/step-opt-30b-f6-groups-pair.json" --trace "$OUT/trace-gp"
+    step 120 $p --out "$OUT/step-opt-30b-f6-default.json" --trace "$OUT/trace-default"
+    step 120 $p --policy prefetch --out "$OUT/step-opt-30b-f6-prefetch.json" --trace "$OUT/trace-prefetch"
+    for t in gp default prefetch; do
+        step 60 python3 benchmarks/trace_copies.py "$OUT/trace-$t-x0.05.json" --steps 2
+        gzip -f "$OUT/trace-$t-x0.05.json"
+    done
+    ;;
+F5) # (ran: twelfth session) F3/F4: wrap no gain. C4's profile: OPT-30B at 5% makes 336 copies a step (median 147 us, ~9 MB), the link
+    # busy 59.3 ms for 3.03 GB (51 GB/s) where prefetch's layer copies run at 54.9 GB/s: the copy size costs ~4 ms.
+    # 128 MiB groups + KV pair copy should make copies big, yet gained only ~1 ms: profile it (copies a step, link
+    # busy, idle), with the wrap too (F3's wrap profile crashed in profile_step's replay timing, fixed), and
+    # Llama-2-7B at 5% where the pair was 5% slower
+    p="python3 benchmarks/profile_step.py --steps 2"
+    step 150 env DAK_COPY_GROUP_MIB=128 DAK_KV_PAIR_COPY=1 $p --model opt-30b --ratios 0.05 --out "$OUT/step-opt-30b-f5-groups-pair.json"
+    step 150 env DAK_COPY_GROUP_MIB=128 DAK_KV_PAIR_COPY=1 DAK_COPY_WRAP=1 $p --model opt-30b --ratios 0.05 \
+        --out "$OUT/step-opt-30b-f5-groups-pair-wrap.json"
+    step 90 env DAK_COPY_GROUP_MIB=128 DAK_KV_PAIR_COPY=1 $p --model llama-2-7b --ratios 0.05 --out "$OUT/step-llama-2-7b-f5-groups-pair.json"
+    step 90 $p --model llama-2-7b --ratios 0.05 --out "$OUT/step-llama-2-7b-f5-default.json"
+    ;;
+F4) # (ran: twelfth session) after F3: default vs DAK_COPY_WRAP=1 on OPT-6.7B and Llama-2-7B at 2/5/10%; then Llama-3-8B all
+    # in HBM: generate's TPOT (4.70-4.78 ms) against back-to-back replays of each bucket graph (E1's profiled
+    # replays: 4.60 ms a step, GPU busy 4.55): how much of a token lies outside the graph
+    e2e="python3 -m dak bench e2e --models opt-6.7b,llama-2-7b --batch 8 --ratios 2,5,10 --systems dak-consolidated"
+    step 120 $e2e --out "$OUT/e2e-f4-default.json"
+    step 120 env DAK_COPY_WRAP=1 $e2e --out "$OUT/e2e-f4-wrap.json"
+    step 100 python3 benchmarks/profile_step.py --model llama-3-8b --ratios 0 --steps 2 --out "$OUT/step-llama-3-8b-f4.json"
+    step 150 python3 -u -m pytest -q -p no:cacheprovider tests/test_runtime_gpu.py
+    ;;
+F2) # F1: 128 MiB copy groups + KV pair copy 57.53 ms vs default 58.47/58.27 on OPT-30B at 5%: the same pair
+    # beyond OPT-30B before it can be a default; the KV copy-ahead GPU tests (test defect fixed) off and on;
+    # the attention GPU tests with the new slot layout and defaults
+    step 80 python3 -u -m pytest -q -p no:cacheprovider tests/test_kv_ahead.py tests/test_runtime_gpu.py -k "kv"
+    step 80 env DAK_KV_PAIR_COPY=1 python3 -u -m pytest -q -p no:cacheprovider tests/test_kv_ahead.py \
+        tests/test_runtime_gpu.py -k "kv"
+    e2e="python3 -m dak bench e2e --models llama-2-7b,opt-6.7b --batch 8 --ratios 5,10,20,40 --systems dak-consolidated"
+    step 120 $e2e --out "$OUT/e2e-f2-default.json"
+    step 120 env DAK_COPY_GROUP_MIB=128 DAK_KV_PAIR_COPY=1 $e2e --out "$OUT/e2e-f2-groups-pair.json"
+    e2e="python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 5,10"
+    step 100 env DAK_COPY_GROUP_MIB=128 DAK_KV_PAIR_COPY=1 $e2e --systems dak-consolidated,prefetch \
+        --out "$OUT/e2e-opt-30b-f2-groups-pair.json"
+    step 150 python3 -u -m pytest -q -p no:cacheprovider tests/test_split_attention_gpu.py
+    ;;
+F1) # one-launch rotary now the default (E1: ~1% faster): fused-op/layer GPU tests; the KV copy-ahead GPU tests
+    # (slots now hold K then V in one buffer) with pair copy off and on; the Llama rows of the e2e table with
+    # prefetch; OPT-30B at 5%: default, 128 MiB copy groups + pair copy, default again, to see the noise
+    step 100 python3 -u -m pytest -q -p no:cacheprovider tests/test_fused_ops.py tests/test_fused_layer.py
+    step 80 python3 -u -m pytest -q -p no:cacheprovider tests/test_kv_ahead.py tests/test_runtime_gpu.py -k "kv"
+    step 80 env DAK_KV_PAIR_COPY=1 python3 -u -m pytest -q -p no:cacheprovider tests/test_kv_ahead.py \
+        tests/test_runtime_gpu.py -k "kv"
+    step 200 python3 -m dak bench e2e --models llama-2-7b,llama-3-8b --batch 8 --ratios 0,1,2,5,10,20,40 \
+        --systems dak-consolidated,prefetch --out "$OUT/e2e-llama-f1.json"
+    e2e="python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 5"
+    step 90 $e2e --systems dak-consolidated,prefetch --out "$OUT/e2e-opt-30b-f1-a.json"
+    step 60 env DAK_COPY_GROUP_MIB=128 DAK_KV_PAIR_COPY=1 $e2e --systems dak-consolidated --out "$OUT/e2e-opt-30b-f1-b.json"
+    step 60 $e2e --systems dak-consolidated --out "$OUT/e2e-opt-30b-f1-c.json"
+    ;;
+E2) # (not run yet) OPT-30B at 5%: C4's trace has the link idle 0.88 ms a step with nothing running, about
+    # 2.6 us per copy of its 336 (graph edges between copy and compute streams). Fewer, larger copies with
+    # cuBLAS HBM rows now the default: copy groups of 64/128 MiB, and each layer's host K and V in one copy
+    # (DAK_KV_PAIR_COPY=1: 48 copies fewer a step), against the default and prefetch, one call
+    e2e="python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 5,10"
+    step 170 $e2e --systems dak-consolidated,prefetch --out "$OUT/e2e-opt-30b-e2-default.json"
+    step 100 env DAK_COPY_GROUP_MIB=64 $e2e --systems dak-consolidated --out "$OUT/e2e-opt-30b-e2-groups-64.json"
+    step 100 env DAK_COPY_GROUP_MIB=128 $e2e --systems dak-consolidated --out "$OUT/e2e-opt-30b-e2-groups-128.json"
+    step 100 env DAK_KV_PAIR_COPY=1 $e2e --systems dak-consolidated --out "$OUT/e2e-opt-30b-e2-kv-pair.json"
+    step 80 env DAK_KV_PAIR_COPY=1 python3 -u -m pytest -x -q -p no:cacheprovider tests/test_kv_ahead.py \
+        tests/test_runtime_gpu.py -k "kv"
+    ;;
+E1) # (not run yet) one-launch rotary (DAK_ROTARY_ONE_LAUNCH=1) and the MLP's residual add inside down_proj's
+    # cuBLAS call (DAK_RESIDUAL_ADDMM=1), tenth session, CPU-tested only: their tests on the GPU, then Llama-2-7B
+    # and Llama-3-8B at 0-5%, default vs each vs both in one call, and where the step's time goes with both
+    step 100 python3 -u -m pytest -x -q -p no:cacheprovider tests/test_fused_ops.py tests/test_fused_layer.py
+    e2e="python3 -m dak bench e2e --models llama-2-7b,llama-3-8b --batch 8 --ratios 0,1,2,5 --systems dak-consolidated"
+    step 100 $e2e --out "$OUT/e2e-trims-0.json"
+    step 100 env DAK_ROTARY_ONE_LAUNCH=1 $e2e --out "$OUT/e2e-trims-rotary.json"
+    step 100 env DAK_RESIDUAL_ADDMM=1 $e2e --out "$OUT/e2e-trims-addmm.json"
+    step 100 env DAK_ROTARY_ONE_LAUNCH=1 DAK_RESIDUAL_ADDMM=1 $e2e --out "$OUT/e2e-trims-both.json"
+    step 80 env DAK_ROTARY_ONE_LAUNCH=1 DAK_RESIDUAL_ADDMM=1 python3 benchmarks/profile_step.py --model llama-3-8b \
+        --ratios 0 --steps 2 --out "$OUT/step-llama-3-8b-trims.json"
+    ;;
+D3) # cuBLAS HBM rows for copy-engine operators on by default (D2: faster in 8 of 8 link-bound
+    # cases): the split-linear GPU tests with it, then the OPT rows of the e2e table, dak and prefetch
+    step 200 python3 -u -m pytest -x -q -p no:cacheprovider tests/test_split_linear_ce.py tests/test_copy_ahead_gpu.py \
+        tests/test_split_linear_gpu.py
+    step 150 python3 -m dak bench e2e --models opt-6.7b --batch 8 --ratios 0,1,2,5,10,20,40 \
+        --systems dak-consolidated,prefetch --out "$OUT/e2e-opt-6.7b-d3.json"
+    step 220 python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 1,2,5,10 \
+        --systems dak-consolidated,prefetch --out "$OUT/e2e-opt-30b-d3.json"
+    ;;
+D2) # DAK_CE_HBM_CUBLAS=1 beyond OPT-30B (C4: 58.15 vs 59.00 ms at 5%, 115.32 vs 115.54 at 10%): the
+    # link-bound cases whose untuned configs stage every host row, default vs cuBLAS HBM rows in one call
+    e2e="python3 -m dak bench e2e --models llama-2-7b,opt-6.7b --batch 8 --ratios 10,20,40 --systems dak-consolidated"
+    step 150 $e2e --out "$OUT/e2e-ce-cublas-0.json"
+    step 150 env DAK_CE_HBM_CUBLAS=1 $e2e --out "$OUT/e2e-ce-cublas-1.json"
+    e2e="python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 5,10 --systems dak-consolidated"
+    step 120 $e2e --out "$OUT/e2e-opt-30b-ce-cublas-0.json"
+    step 120 env DAK_CE_HBM_CUBLAS=1 $e2e --out "$OUT/e2e-opt-30b-ce-cublas-1.json"
+    ;;
+D1) # fused layers on by default (C3: Llama-2-7B 4.60 -> 4.42 ms, Llama-3-8B 4.88 -> 4.65): the
+    # runtime GPU tests with them, then the Llama rows of the e2e table again, dak and prefetch (both fuse)
+    step 240 python3 -u -m pytest -x -q -p no:cacheprovider tests/test_runtime_gpu.py tests/test_fused_layer.py
+    step 300 python3 -m dak bench e2e --models llama-2-7b,llama-3-8b --batch 8 --ratios 0,1,2,5,10,20,40 \
+        --systems dak-consolidated,prefetch --out "$OUT/e2e-llama-fused-default.json"
+    ;;
+C4) # OPT-30B at 5/10% with DAK_CE_HBM_CUBLAS=1 (copy-engine operators multiply their HBM rows with
+    # cuBLAS, as prefetch does, instead of the split kernel) beside the default and prefetch; its step's trace
+    e2e="python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 5,10"
+    step 170 $e2e --systems dak-consolidated,prefetch --out "$OUT/e2e-opt-30b-c4-default.json"
+    step 100 env DAK_CE_HBM_CUBLAS=1 $e2e --systems dak-consolidated --out "$OUT/e2e-opt-30b-ce-hbm-cublas.json"
+    step 100 env DAK_CE_HBM_CUBLAS=1 python3 benchmarks/profile_step.py --model opt-30b --ratios 0.05 --steps 2 \
+        --out "$OUT/step-opt-30b-ce-hbm-cublas.json" --trace "$OUT/trace-opt-30b-ce-hbm-cublas"
+    gzip -9 "$OUT"/trace-opt-30b-ce-hbm-cublas-*.json
+    ;;
+C3) # DAK_FUSED_LAYER=1 (residual add + RMSNorm and SiLU * up fused, Llama family): its tests on the
+    # GPU, then Llama-2-7B and Llama-3-8B at 0-2% with and without it, prefetch beside (its layers fuse alike)
+    step 120 python3 -u -m pytest -x -v -p no:cacheprovider tests/test_fused_layer.py tests/test_fused_ops.py
+    e2e="python3 -m dak bench e2e --models llama-2-7b,llama-3-8b --batch 8 --ratios 0,1,2 --systems dak-consolidated,prefetch"
+    step 200 $e2e --out "$OUT/e2e-fused-layer-0.json"
+    step 200 env DAK_FUSED_LAYER=1 $e2e --out "$OUT/e2e-fused-layer-1.json"
+    ;;
+C2) # why dak's chain copies run at ~51 GB/s inside its step and 55 alone: the same chain of 48 copies
+    # of 32 MiB beside nothing, cuBLAS GEMVs (as prefetch) and dak's Triton split kernel, in one graph each
+    step 200 python3 benchmarks/probe_copy_contention.py --out "$OUT/probe-copy-contention.json"
+    step 200 python3 benchmarks/probe_copy_contention.py --mib 8 --copies 96 --out "$OUT/probe-copy-contention-8mib.json"
+    ;;
+C1) # Llama-2-70B at real capacity, the default plan twice in one call: 1.10x (Z5) vs 1.13x (7th session), how much
+    # is call-to-call variance
+    step 140 python3 -m dak bench e2e --real-capacity llama-2-70b --out "$OUT/e2e-70b-rc-run1.json"
+    step 140 python3 -m dak bench e2e --real-capacity llama-2-70b --out "$OUT/e2e-70b-rc-run2.json"
+    ;;
+B7) # B2's trace was of another plan (profile_step planned a shorter cache: fc1/fc2 streamed, KV in HBM); now
+    # profile_step plans bench e2e's workload: OPT-30B at 5% with q/v/out/fc1/fc2 and all KV on the host
+    step 120 python3 benchmarks/profile_step.py --model opt-30b --policy consolidated --ratios 0.05 --steps 2 \
+        --out "$OUT/step-opt-30b-e2e-plan-trace.json" --trace "$OUT/trace-opt-30b-e2e-plan"
+    gzip -9 "$OUT"/trace-opt-30b-e2e-plan-*.json
+    ;;
+B6) # B5: copy groups of 128/256 MiB (one fresh arena and memcpy per layer) still 58.58-61.97 ms at 5%, prefetch
+    # 57.76: not the number of copies nor the buffers. The chain's copies on two alternating streams instead
+    e2e="python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 5,10"
+    step 100 env DAK_COPY_STREAMS=2 $e2e --systems dak-consolidated --out "$OUT/e2e-opt-30b-streams-2.json"
+    ;;
+B5) # B4: in the same conditions prefetch's 66 MB copies ran at 55.4 GB/s, dak's chain copies at 50.7. A1's copy
+    # groups of 32/64 MiB grouped nothing (this plan's fc1 + fc2 host parts are 31 + 62 MB a layer); 128 and 256
+    # MiB groups do (one re-homed arena and one memcpy per layer or two), default and prefetch beside
+    e2e="python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 5,10"
+    step 170 $e2e --systems dak-consolidated,prefetch --out "$OUT/e2e-opt-30b-groups-0-b5.json"
+    step 100 env DAK_COPY_GROUP_MIB=128 $e2e --systems dak-consolidated --out "$OUT/e2e-opt-30b-groups-128.json"
+    step 100 env DAK_COPY_GROUP_MIB=256 $e2e --systems dak-consolidated --out "$OUT/e2e-opt-30b-groups-256.json"
+    ;;
+B4) # B3: 32 pinned buffers copied back to back run at 55 GB/s (write-combined no faster, end to end no better);
+    # in B2's trace dak's chain copies ran at 51 GB/s with the GPU mostly idle. The prefetch baseline's trace,
+    # same case, to compare its copies' rates under the same conditions
+    step 100 python3 benchmarks/profile_step.py --model opt-30b --policy prefetch --ratios 0.05 --steps 2 \
+        --out "$OUT/step-opt-30b-prefetch-trace.json" --trace "$OUT/trace-opt-30b-prefetch"
+    gzip -9 "$OUT"/trace-opt-30b-prefetch-*.json
+    ;;
+B3) # B2's trace: dak's 31-62 MB chain copies ran at 51 GB/s, prefetch's 66 MB copies at 55; B1 saw two pinned
+    # buffers of one shape read at different rates. Per-buffer copy rates, cudaHostAlloc vs write-combined;
+    # then OPT-30B at 5 and 10% with write-combined host memory (dak and prefetch alike)
+    step 150 python3 benchmarks/probe_pinned_buffers.py --out "$OUT/probe-pinned-buffers.json"
+    step 200 env DAK_PIN_METHOD=alloc-wc python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 5,10 \
+        --systems dak-consolidated,prefetch --out "$OUT/e2e-opt-30b-wc.json"
+    ;;
+B2) # OPT-30B at 5%: the Chrome trace of 2 graph replays (every copy with its stream and bytes), to see which
+    # copies the link carries and how fast each runs (B1: 2-D KV copies not slower than 1-D from the same buffer)
+    step 100 python3 benchmarks/profile_step.py --model opt-30b --policy consolidated --ratios 0.05 --steps 2 \
+        --out "$OUT/step-opt-30b-trace.json" --trace "$OUT/trace-opt-30b"
+    gzip -9 "$OUT"/trace-opt-30b-*.json
+    ;;
+B1) # are the 2-D host-KV copies the slow part of OPT-30B's link at 5%? (A1: copy groups for the linears gave
+    # 58.48-58.79 ms against 58.87, prefetch 57.70; the step's 96 H2D copies a step are its K/V 2-D memcpys)
+    step 120 python3 benchmarks/probe_kv_copy.py --out "$OUT/probe-kv-copy.json"
+    ;;
+A1) # OPT-30B at 5 and 10%: dak's chain copies each operator's host rows alone (240 copies a step, the link at
+    # 51 GB/s in call Z6) where prefetch copies one layer at a time (48, 55 GB/s); copy groups of 32 and 64 MiB
+    # (DAK_COPY_GROUP_MIB) in the end-to-end step, prefetch beside; then two step profiles with kernel names and
+    # copy counts: OPT-30B at 5% and Llama-2-7B all in HBM (where its 1 ms above the GEMVs goes)
+    e2e="python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 5,10"
+    step 170 $e2e --systems dak-consolidated,prefetch --out "$OUT/e2e-opt-30b-groups-0.json"
+    step 90 env DAK_COPY_GROUP_MIB=64 $e2e --systems dak-consolidated --out "$OUT/e2e-opt-30b-groups-64.json"
+    step 90 env DAK_COPY_GROUP_MIB=32 $e2e --systems dak-consolidated --out "$OUT/e2e-opt-30b-groups-32.json"
+    step 80 python3 benchmarks/profile_step.py --model opt-30b --policy consolidated --ratios 0.05 \
+        --out "$OUT/step-opt-30b-consolidated-names.json"
+    step 60 python3 benchmarks/profile_step.py --model llama-2-7b --policy consolidated --ratios 0 \
+        --out "$OUT/step-llama-2-7b-0-names.json"
+    ;;
+Z1) # the split-kernel GPU tests, one file per step; unbuffered and verbose, so a step stopped at its
+    # limit still logs every test it finished (call Y's buffered -q step logged nothing)
+    for f in tests/test_split_attention_gpu.py tests/test_split_linear_gpu.py; do
+        step 280 python3 -u -m pytest -x -v -p no:cacheprovider -m gpu "$f"
+    done
+    ;;
+Z4) # the attention random-case test (stopped at 280 s in Z1 with no case logged) with progress and a stack
+    # dump at 300 s; then the file's other tests
+    f=tests/test_split_attention_gpu.py
+    step 330 python3 -u -m pytest -x -v -s -p no:cacheprovider -m gpu --timeout 300 \
+        "$f::test_random_cases_against_fp32_reference"
+    step 220 python3 -u -m pytest -x -v -p no:cacheprovider -m gpu "$f" \
+        --deselect "$f::test_random_cases_against_fp32_reference"
+    ;;
+Z5) # the large-N GPU tests; the 70B real-capacity case with this session's plan and with greedy, in one call
+    step 200 python3 -u -m pytest -x -v -p no:cacheprovider -m gpu tests/test_split_linear_large_n_gpu.py
+    step 130 python3 -m dak bench e2e --real-capacity llama-2-70b --out "$OUT/e2e-70b-rc-default.json"
+    step 130 python3 -m dak bench e2e --real-capacity llama-2-70b --rc-systems dak-greedy --out "$OUT/e2e-70b-rc-greedy.json"
+    ;;
+Z6) # the large-N module test (its expectation updated to the copy-engine default for N > 64); OPT-30B at 5%,
+    # dak's step beside prefetch's (the last batch-8 case slower than prefetch); OPT-30B all in HBM, fused
+    step 90 python3 -u -m pytest -x -v -p no:cacheprovider -m gpu \
+        tests/test_split_linear_large_n_gpu.py::test_split_linear_module_large_n_default_reads_host_once
+    step 130 python3 benchmarks/profile_step.py --model opt-30b --policy consolidated --ratios 0.05 \
+        --out "$OUT/step-opt-30b-consolidated.json"
+    step 130 python3 benchmarks/profile_step.py --model opt-30b --policy prefetch --ratios 0.05 \
+        --out "$OUT/step-opt-30b-prefetch.json"
+    step 110 python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 0 --systems dak-consolidated \
+        --out "$OUT/e2e-opt-30b-0-fused.json"
+    ;;
+Z7) # OPT-30B at 5 and 10% (dak 1-3% slower than prefetch; call Z6: dak's link ran at 51 GB/s, prefetch's at
+    # 55): consolidated (host KV + in-place reads) beside streamed (linears on the copy chain only) and prefetch
+    step 420 python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 5,10 \
+        --systems dak-consolidated,dak-streamed,prefetch --out "$OUT/e2e-opt-30b-streamed-5-10.json"
+    ;;
+Z8) # OPT-30B at 5%: host KV copies on their own stream (default) vs the linear chain's (DAK_KV_COPY_STREAM=shared)
+    # vs whole-row KV copies (--kv-buckets 1), prefetch beside (call Z6: dak's link at 51 GB/s, prefetch's 55)
+    step 90 python3 -u -m pytest -x -v -p no:cacheprovider -m gpu tests/test_runtime_gpu.py -k kv_ahead_graphs
+    e2e="python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 5"
+    step 100 $e2e --systems dak-consolidated,prefetch --out "$OUT/e2e-opt-30b-5-kv-own.json"
+    step 60 env DAK_KV_COPY_STREAM=shared $e2e --systems dak-consolidated --out "$OUT/e2e-opt-30b-5-kv-shared.json"
+    step 60 $e2e --systems dak-consolidated --kv-buckets 1 --out "$OUT/e2e-opt-30b-5-kv-buckets-1.json"
+    ;;
+Z2) # the 70B real-capacity case: this session's plan, unfused, and greedy, in one call (1.13x vs 1.09-1.10x before)
+    step 150 python3 -m dak bench e2e --real-capacity llama-2-70b --out "$OUT/e2e-70b-rc-default.json"
+    step 150 python3 -m dak bench e2e --real-capacity llama-2-70b --no-fuse-projections --out "$OUT/e2e-70b-rc-unfused.json"
+    step 150 python3 -m dak bench e2e --real-capacity llama-2-70b --rc-systems dak-greedy --out "$OUT/e2e-70b-rc-greedy.json"
+    ;;
+Z3) # the large-N GPU tests; OPT-30B at 5%, dak's step beside prefetch's (the last batch-8 case slower than prefetch)
+    step 200 python3 -u -m pytest -x -v -p no:cacheprovider -m gpu tests/test_split_linear_large_n_gpu.py
+    step 150 python3 benchmarks/profile_step.py --model opt-30b --policy consolidated --ratios 0.05 \
+        --out "$OUT/step-opt-30b-consolidated.json"
+    step 150 python3 benchmarks/profile_step.py --model opt-30b --policy prefetch --ratios 0.05 \
+        --out "$OUT/step-opt-30b-prefetch.json"
+    ;;
+X)  # (run 2026-12-01, session 7; the first two steps stopped at their limits) the batch-8 headline on this session's defaults (fused projections; consolidated with streamed placements), prefetch beside; the 70B real-capacity case
+    step 230 python3 -m dak bench e2e --models llama-2-7b,llama-3-8b,opt-6.7b --batch 8 \
+        --systems dak-consolidated,prefetch --out "$OUT/e2e-headline.json"
+    step 220 python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 1,2,5,10,20,40 \
+        --systems dak-consolidated,prefetch --out "$OUT/e2e-opt-30b-headline.json"
+    step 120 python3 -m dak bench e2e --real-capacity llama-2-70b --out "$OUT/e2e-llama-2-70b-rc-s7.json"
+    ;;
+Y)  # (run 2026-12-01, session 7; the pytest step stopped at its limit without output) batch 512 on these defaults; OPT-6.7B 10-40% (call X stopped before them); the split-kernel GPU tests
+    step 170 python3 -m dak bench e2e --models llama-2-7b --batch 512 --ratios 5,20,40 \
+        --systems dak-consolidated,dak-uniform,prefetch --out "$OUT/e2e-bs512.json"
+    step 90 python3 -m dak bench e2e --models opt-6.7b --batch 8 --ratios 10,20,40 \
+        --systems dak-consolidated,prefetch --out "$OUT/e2e-opt-headline-b.json"
+    step 290 python3 -m pytest -q -m gpu tests/test_split_attention_gpu.py tests/test_split_linear_gpu.py \
+        tests/test_split_linear_large_n_gpu.py
+    ;;
+W)  # (run 2026-12-01, session 7) streamed placements (every host byte on the copy-ahead chain) against consolidated and prefetch, fused default
+    step 170 python3 -m pytest -q -x -m gpu tests/test_runtime_gpu.py
+    step 220 python3 -m dak bench e2e --models llama-2-7b,llama-3-8b,opt-6.7b --batch 8 --ratios 1,2,5,10 \
+        --systems dak-consolidated,dak-streamed,prefetch --out "$OUT/e2e-streamed.json"
+    step 180 python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 2 \
+        --systems dak-consolidated,dak-streamed,prefetch --out "$OUT/e2e-opt-30b-streamed.json"
+    ;;
+V)  # (run 2026-12-01, session 7) fused projections (opt-in): their GPU tests, then dak and prefetch with and without fusion, same call
+    step 120 python3 -m pytest -q -m gpu tests/test_runtime_gpu.py::test_fused_projection_graphs_match_hf_eager \
+        tests/test_runtime_gpu.py::test_eos_stopping_with_graphs_equals_eager tests/test_bench_e2e_gpu.py
+    step 200 python3 -m dak bench e2e --models llama-2-7b,llama-3-8b,opt-6.7b --batch 8 --ratios 0,1,2,5 \
+        --systems dak-consolidated,prefetch --no-fuse-projections --out "$OUT/e2e-unfused.json"
+    step 200 python3 -m dak bench e2e --models llama-2-7b,llama-3-8b,opt-6.7b --batch 8 --ratios 0,1,2,5 \
+        --systems dak-consolidated,prefetch --fuse-projections --out "$OUT/e2e-fused.json"
+    ;;
+# Calls of sessions 5 and 6 (S, T, U, R, Q, P, L, N, M, K, J, I, G, H, F, A-E) are in git history
+# (before the ninth session); their logs in benchmarks/results/ record each command.
+*) return 2 ;;
+esac
+}
