@@ -5,7 +5,9 @@ baseline's at batch 8 (OPT-6.7B at 5%: 122.9 / 42.7 ms), while its TPOT is lower
 --systems entry (a dak policy, or prefetch / uva as `dak bench e2e` builds them; profile_step.build)
 at each ratio this times engine.prefill wall-clock (median of --repeats, after a warm-up) and
 profiles one prefill with torch.profiler: GPU time per kernel category, GPU busy time (the rest of
-the wall time is the host: Python, launches, syncs) and the top kernels.
+the wall time is the host: Python, launches, syncs) and the top kernels. Since the nineteenth
+session the Engine captures the prefill per prompt bucket, so after the warm-up this times the
+replay; `DAK_PREFILL_GRAPHS=0` profiles the eager prefill (as H32-H34 did).
 
     PYTHONPATH=src python3 benchmarks/profile_prefill.py --model opt-6.7b --ratios 0.05 --out prefill.json
 
