@@ -62,3 +62,31 @@ def test_keys_beyond_the_cap_run_unkept_and_bad_settings_are_refused():
     with pytest.raises(ValueError, match="captured prefill needs graphs=True"):
         Engine(model, model.dak_kv, graphs=False, prefill_graphs=True)
     model.dak_free()
+
+
+def test_engine_captures_only_a_prefill_of_every_request_in_one_forward():
+    """Request chunks mean HBM is short of one forward's activations: the Engine then runs the
+    chunks eagerly instead of through PrefillGraphs (a graph holding one chunk's activations
+    left the next chunk's eager run without memory at real capacity, H37)."""
+    model = dak.offload("tiny-llama", batch=3, prompt_len=5, gen_len=2, host_ratio=0.3, tune=False, graphs=False)
+    eng = model.dak_engine
+    calls = []
+
+    class Stub:
+        def run(self, r0, ids, plen):
+            calls.append((r0, ids.shape[0]))
+            return eng.prefill_chunk(r0, ids, plen)
+
+        def clear(self):
+            pass
+
+    eng._prefill = Stub()
+    ids, plen, _ = eng._check(torch.randint(3, 900, (3, 5)), 2, None)
+    whole = eng.prefill(ids, plen)
+    assert calls == [(0, 3)]
+    eng.prefill_tokens = 5  # one request per forward
+    calls.clear()
+    parts = eng.prefill(ids, plen)
+    assert calls == [] and torch.allclose(parts, whole, rtol=2e-2, atol=2e-2)
+    eng._prefill = None
+    model.dak_free()
