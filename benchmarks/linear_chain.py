@@ -46,7 +46,6 @@ def chain_step(mods: list[SplitLinear], x: torch.Tensor, cfg: KernelConfig):
     """Give every module `cfg` for x's token count, chain them; returns the chained step."""
     for mod in mods:
         mod._configs[token_bucket(x.shape[0])] = cfg
-        mod._ahead = None
 
     def run():
         return [mod(x) for mod in mods]
@@ -87,6 +86,5 @@ def chained_variants(mods: list[SplitLinear], x: torch.Tensor, w: torch.Tensor, 
         os.environ.pop("DAK_CHAIN_ONE_CHUNK")
     else:
         os.environ["DAK_CHAIN_ONE_CHUNK"] = saved
-    for mod in mods:
-        mod._ahead = None
+    copy_ahead.unlink(mods)
     return out

@@ -29,7 +29,7 @@ if not torch.cuda.is_available():
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import metadata, write_json  # noqa: E402
-from profile_step import BASELINES, POLICIES, build, category  # noqa: E402
+from profile_step import BASELINES, POLICIES, build, category, tally  # noqa: E402
 
 
 def _sync(engine):
@@ -54,20 +54,13 @@ def profile_prefill(engine, ids, plen, top: int = 25):
     with profile(activities=acts) as prof:
         engine.prefill(ids, plen)
         _sync(engine)
-    per, names = defaultdict(lambda: [0, 0.0]), defaultdict(lambda: [0, 0.0])
+    events = prof.events()
+    per, names = tally(events, cuda)
     host = defaultdict(lambda: [0, 0.0])  # CPU-side events (ops, CUDA runtime calls): count, self us
-    for ev in prof.events():
+    for ev in events:
         if ev.device_type == torch.autograd.DeviceType.CPU:
             host[ev.name][0] += 1
             host[ev.name][1] += ev.self_cpu_time_total
-        if cuda and ev.device_type != torch.autograd.DeviceType.CUDA:
-            continue
-        if not cuda and ev.cpu_parent is not None:
-            continue
-        us = ev.device_time_total if cuda else ev.cpu_time_total
-        for p in (per[category(ev.name)], names[ev.name]):
-            p[0] += 1
-            p[1] += us
     ranked = sorted(names.items(), key=lambda kv: -kv[1][1])[:top]
     host_top = sorted(host.items(), key=lambda kv: -kv[1][1])[:top]
     return ({c: tuple(v) for c, v in per.items()}, sum(v[1] for v in per.values()),

@@ -64,6 +64,22 @@ def category(name: str) -> str:
     return "other"
 
 
+def tally(events, cuda: bool):
+    """({category: [kernels, us]}, {kernel name: [kernels, us]}) of profiler `events`: GPU
+    kernels (device time) on a GPU, top-level CPU ops (CPU time) without one."""
+    per, names = defaultdict(lambda: [0, 0.0]), defaultdict(lambda: [0, 0.0])
+    for ev in events:
+        if cuda and ev.device_type != torch.autograd.DeviceType.CUDA:
+            continue
+        if not cuda and ev.cpu_parent is not None:
+            continue  # top-level CPU ops only
+        us = ev.device_time_total if cuda else ev.cpu_time_total
+        for p in (per[category(ev.name)], names[ev.name]):
+            p[0] += 1
+            p[1] += us
+    return per, names
+
+
 def profile_steps(engine: Engine, steps: int, top: int = 30, trace: str | None = None):
     """(category -> (kernels per step, GPU us per step), busy us per step, the `top` kernel names by
     GPU time: [(name, category, kernels per step, us per step)]) over `steps` eager steps.
@@ -78,17 +94,7 @@ def profile_steps(engine: Engine, steps: int, top: int = 30, trace: str | None =
             torch.cuda.synchronize(engine.device)
     if trace:
         prof.export_chrome_trace(trace)
-    per = defaultdict(lambda: [0, 0.0])
-    names = defaultdict(lambda: [0, 0.0])
-    for ev in prof.events():
-        dev_us = ev.device_time_total if cuda else ev.cpu_time_total
-        if cuda and ev.device_type != torch.autograd.DeviceType.CUDA:
-            continue
-        if not cuda and ev.cpu_parent is not None:
-            continue  # top-level CPU ops only
-        for p in (per[category(ev.name)], names[ev.name]):
-            p[0] += 1
-            p[1] += dev_us
+    per, names = tally(prof.events(), cuda)
     table = {c: (n / steps, us / steps) for c, (n, us) in per.items()}
     ranked = sorted(names.items(), key=lambda kv: -kv[1][1])[:top]
     kernels = [(name[:160], category(name), n / steps, us / steps) for name, (n, us) in ranked]

@@ -59,6 +59,8 @@ def test_keys_beyond_the_cap_run_unkept_and_bad_settings_are_refused():
             PrefillGraphs(eng, bucket=bad, capture=False)
     with pytest.raises(ValueError, match="captured prefill needs a GPU"):
         PrefillGraphs(eng)
+    with pytest.raises(ValueError, match="prefill_bucket must be an integer >= 1"):
+        Engine(model, model.dak_kv, graphs=False, prefill_bucket=0)
     with pytest.raises(ValueError, match="captured prefill needs graphs=True"):
         Engine(model, model.dak_kv, graphs=False, prefill_graphs=True)
     model.dak_free()

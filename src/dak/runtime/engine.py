@@ -24,7 +24,7 @@ from dak.runtime.kv_ahead import kv_ahead_step
 from dak.runtime.prompts import check_prompts
 from dak.runtime.stopping import EosStop
 from dak.runtime.kv import DakKV
-from dak.runtime.prefill_graphs import PrefillGraphs
+from dak.runtime.prefill_graphs import PrefillGraphs, check_count
 from dak.runtime.sampling import Sampling, greedy, sample  # noqa: F401 -- re-exported
 from dak.shares import graphs_default, prefill_graphs_default
 
@@ -76,6 +76,7 @@ class Engine:
             prefill_graphs = self.graphs and prefill_graphs_default()
         if prefill_graphs and not self.graphs:
             raise ValueError("captured prefill needs graphs=True (a GPU)")
+        check_count("prefill_bucket", prefill_bucket)  # also when unused: a bad value is a caller's bug
         self._prefill = PrefillGraphs(self, prefill_bucket) if prefill_graphs else None
         self.tok = torch.zeros(self.batch, dtype=torch.long, device=self.device)
         self.logits: torch.Tensor | None = None

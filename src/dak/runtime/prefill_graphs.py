@@ -33,6 +33,11 @@ from dak.kernels.copy_ahead import copy_ahead_step, link_chain, record_chain
 from dak.shares import prefill_chain_enabled
 
 
+def check_count(name: str, v) -> None:
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
+
+
 @dataclass
 class _Entry:
     graph: object  # torch.cuda.CUDAGraph, or None until captured
@@ -47,9 +52,8 @@ class PrefillGraphs:
     """Graphed prefill chunks for `engine` (dak.runtime.engine.Engine): `run(r0, ids, plen)`."""
 
     def __init__(self, engine, bucket: int = 32, max_graphs: int = 8, capture: bool = True):
-        for name, v in (("prefill_bucket", bucket), ("max_prefill_graphs", max_graphs)):
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
+        check_count("prefill_bucket", bucket)
+        check_count("max_prefill_graphs", max_graphs)
         if capture and engine.device.type != "cuda":
             raise ValueError("captured prefill needs a GPU; pass capture=False")
         self.engine, self.bucket, self.max_graphs, self.capture = engine, bucket, max_graphs, capture
