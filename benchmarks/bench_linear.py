@@ -17,6 +17,10 @@ sweeps, or at a cache from an earlier run on the same GPU to skip them.
 with the ones that fetch each host tile once (see benchmarks/linear_large_n.py):
 
     PYTHONPATH=src python benchmarks/bench_linear.py --large-n --out linear-large-n.json
+
+`--chained` also times each decode case (x > 0) as a decode step runs it: CHAIN_OPS operators of
+the shape chained by copy-ahead, time per operator, against the prefetch baseline chained one
+operator ahead (see benchmarks/linear_decode_chain.py).
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from dak.host import PinnedBuffer, device_matrix  # noqa: E402
 from dak.kernels.split_linear_checks import host_link_bytes, tma_compatible  # noqa: E402
 from dak.kernels.split_linear_ce import ce_rows, split_linear_ce, staging_buffer  # noqa: E402
 from dak.kernels.split_linear_route import run_split_linear  # noqa: E402
+from linear_decode_chain import add_chained  # noqa: E402
 from linear_large_n import PATHS, bench_large_n  # noqa: E402
 from dak.kernels.config import heuristic_config  # noqa: E402
 from dak.kernels import tuning  # noqa: E402
@@ -64,7 +69,7 @@ def tuned(dtype, n, m_h, m_g, k, sms, tma_ok, run):
     return cfg, trials, False
 
 
-def bench_shape(name, m, k, tokens, ratios, b_h, dtype, tune, row_tile, rows_out):
+def bench_shape(name, m, k, tokens, ratios, b_h, dtype, tune, row_tile, rows_out, chained=False):
     es = torch.empty((), dtype=dtype).element_size()
     c = m * k * es
     copies = max(1, math.ceil(3 * L2_BYTES / c))  # rotate weights so replays do not hit L2
@@ -129,6 +134,8 @@ def bench_shape(name, m, k, tokens, ratios, b_h, dtype, tune, row_tile, rows_out
                   f"r={t_dak/bound:5.2f} torch {t_torch*1e3:8.1f} pre {t_pre*1e3:9.1f} uva {t_uva*1e3:9.1f} "
                   f"EB {row['eb_dak']/1e9:7.1f}GB/s amp {amp:.0f} ce {row['ce_rows']}", flush=True)
     pinned.free()
+    if chained:
+        add_chained(name, w_gpu[0], tokens, ratios, row_tile, sms, rows_out)
 
 
 def main(argv=None):
@@ -144,6 +151,7 @@ def main(argv=None):
     ap.add_argument("--tune-large", action="store_true", help="--large-n: also run dak's sweep per case")
     ap.add_argument("--dtype", default="bf16", choices=["bf16", "fp16"])
     ap.add_argument("--row-tile", type=int, default=16)
+    ap.add_argument("--chained", action="store_true", help="also time each decode case chained by copy-ahead")
     ap.add_argument("--no-tune", action="store_true", help="use the heuristic config, no sweep")
     ap.add_argument("--out", default=None, help="JSON path (default benchmarks/results/linear-<gpu>.json)")
     a = ap.parse_args(argv)
@@ -169,7 +177,7 @@ def main(argv=None):
         if large:
             bench_large_n(s, *SHAPES[s], tokens, ratios, b_h, dtype, a.row_tile, paths, a.tune_large, rows)
         else:
-            bench_shape(s, *SHAPES[s], tokens, ratios, b_h, dtype, not a.no_tune, a.row_tile, rows)
+            bench_shape(s, *SHAPES[s], tokens, ratios, b_h, dtype, not a.no_tune, a.row_tile, rows, a.chained)
         write_json(out, {"meta": meta, "B_h_copy_engine": b_h, "rows": rows})
         torch.cuda.empty_cache()
     print(f"wrote {out}")

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh H38|H29|H18|H21|H19|H20 (calls already run: benchmarks/h200_past_calls.sh, same usage)
+#   bash benchmarks/h200_next.sh H39|H40|H38|H29|H18|H21|H19|H20 (calls already run: benchmarks/h200_past_calls.sh, same usage)
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -29,7 +29,24 @@ curves_ab() {  # curves_ab TAG: Llama-2-7B batch 8, greedy + consolidated, the H
         step 100 $e2e --hardware $prof-roofline.json --out "$OUT/e2e-$1-roofline-$run.json"
     done
 }
+tuning_cache() {  # the committed tuning cache (every decode case of bench_linear) into $DAK_CACHE_DIR: no sweeps
+    cp benchmarks/results/tuning-cache-h200.json "$DAK_CACHE_DIR/split_linear.json"
+}
 case "$1" in
+H39) # (twentieth session) split linear decode alone and chained by copy-ahead (8 operators in a row, as a decode step
+    # runs them) against the prefetch baseline chained one operator ahead: Llama-2-7B and OPT-30B shapes
+    tuning_cache
+    step 560 python3 -u benchmarks/bench_linear.py --tokens 1,8,32 --chained \
+        --shapes llama2-7b.qkvo,llama2-7b.up,llama2-7b.down,opt-30b.qkvo,opt-30b.fc1,opt-30b.fc2 \
+        --out "$OUT/linear-decode-chained-s20-h200.json"
+    ;;
+H40) # (twentieth session) the same for Llama-3-70B's shapes, then H38
+    tuning_cache
+    step 380 python3 -u benchmarks/bench_linear.py --tokens 1,8,32 --chained \
+        --shapes llama3-70b.qo,llama3-70b.up,llama3-70b.down --out "$OUT/linear-decode-chained-70b-s20-h200.json"
+    step 150 python3 -m dak bench e2e --real-capacity llama-2-70b --out "$OUT/e2e-h38-70b-rc-s19-h200.json"
+    step 60 python3 -u -m pytest -q -p no:cacheprovider tests/test_prefill_graphs_gpu.py
+    ;;
 H38) # (nineteenth session) H37: at real capacity the captured prefill (request chunks) ran out of HBM; the Engine now
     # captures only one-forward prefills: the prefill-graph GPU tests and the 70B case again
     step 150 python3 -m dak bench e2e --real-capacity llama-2-70b --out "$OUT/e2e-h38-70b-rc-s19-h200.json"
@@ -67,6 +84,6 @@ H20) # (not run yet; seventeenth session) OPT's shapes have no curves in a Llama
     step 80 $e2e --hardware "$OUT/profile-opt-6.7b-h20.json" --out "$OUT/e2e-h20-calibrated.json"
     ;;
 *)  . "$(dirname "$0")/h200_past_calls.sh"  # calls already run, kept to rerun or read
-    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H38|H29|H18|H21|H19|H20 (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
+    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H39|H40|H38|H29|H18|H21|H19|H20 (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
 esac
 tail -c 3000 "$log"

@@ -22,6 +22,7 @@ import torch
 
 from dak.kernels import copy_ahead
 from dak.kernels.config import KernelConfig, finalize
+from dak.kernels.split_linear_ce import ce_rows
 from dak.kernels.timing import graph_time_ms
 from dak.kernels.tuning import token_bucket
 from dak.nn import SplitLinear
@@ -43,7 +44,9 @@ def chain_modules(w: torch.Tensor, m_h: int, ops: int, row_tile: int) -> list[Sp
 
 
 def chain_step(mods: list[SplitLinear], x: torch.Tensor, cfg: KernelConfig):
-    """Give every module `cfg` for x's token count, chain them; returns the chained step."""
+    """Give every module `cfg` for x's token count, chain them; returns the chained step. A
+    config that stages no host row by the copy engine has nothing to chain: the step then runs
+    the modules one after another, as a decode step does."""
     for mod in mods:
         mod._configs[token_bucket(x.shape[0])] = cfg
 
@@ -51,8 +54,9 @@ def chain_step(mods: list[SplitLinear], x: torch.Tensor, cfg: KernelConfig):
         return [mod(x) for mod in mods]
     with copy_ahead.record_chain() as order:
         run()
-    if copy_ahead.link_chain(order, x.shape[0]) != len(mods):
-        raise RuntimeError(f"only part of the {len(mods)} operators could be chained")
+    expect = len(mods) if ce_rows(cfg, mods[0].host_rows) else 0
+    if copy_ahead.link_chain(order, x.shape[0]) != expect:
+        raise RuntimeError(f"{expect} of the {len(mods)} operators should have been chained")
 
     def step():
         with copy_ahead.copy_ahead_step(x.device):
@@ -67,12 +71,14 @@ def chain_error(step, ref: torch.Tensor) -> float:
     return max(e if e == e else float("inf") for e in errs)
 
 
-def chained_variants(mods: list[SplitLinear], x: torch.Tensor, w: torch.Tensor, sms: int, base: dict) -> list[dict]:
-    """Per CHAIN_GRID variant: its config fields and the chain's time per operator in ms."""
+def chained_variants(mods: list[SplitLinear], x: torch.Tensor, w: torch.Tensor, sms: int, base: dict,
+                     grid: list[dict] = CHAIN_GRID) -> list[dict]:
+    """Per `grid` variant (fields over `base`): its config fields and the chain's time per
+    operator in ms; with more than one chunk, once per $DAK_CHAIN_ONE_CHUNK rule."""
     m, m_h = w.shape[0], mods[0].host_rows
     ref = x.float() @ w.float().t()
     out, saved = [], os.environ.get("DAK_CHAIN_ONE_CHUNK")
-    for kw, rule in [(kw, r) for kw in CHAIN_GRID for r in (("1", "0") if kw["ce_chunks"] > 1 else ("1",))]:
+    for kw, rule in [(kw, r) for kw in grid for r in (("1", "0") if kw["ce_chunks"] > 1 else ("1",))]:
         cfg = finalize(KernelConfig(**{**base, **kw}), m_h, m - m_h, sms)
         os.environ["DAK_CHAIN_ONE_CHUNK"] = rule  # 1: all but the chain's last copied in one memcpy
         step = chain_step(mods, x, cfg)

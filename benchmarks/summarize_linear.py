@@ -26,6 +26,22 @@ def main(path: str) -> None:
               f"| {min(pre):.2f}x, {statistics.median(pre):.2f}x "
               f"| {min(r['speedup_vs_uva'] for r in rs):.2f}x "
               f"| {min(r['speedup_vs_torch'] for r in rs):.3f}x |")
+    chained = [r for r in rows if "t_chain_ms" in r]
+    if not chained:
+        return
+    print(f"\nChained by copy-ahead ({chained[0]['chain_ops']} operators of a shape in a row, time per operator):\n")
+    print("| host share x | cases | alone / bound (median, max) | chained best / bound (median, max) "
+          "| chained heuristic / bound (median, max) | within 1.05 x bound: alone, chained | "
+          "chained vs chained prefetch (min, median) |")
+    print("|---|---|---|---|---|---|---|")
+    for xr in sorted({r["x_req"] for r in chained}):
+        rs = [r for r in chained if r["x_req"] == xr]
+        al, ch, he = ([r[f] for r in rs] for f in ("dak_over_bound", "chain_over_bound", "chain_heuristic_over_bound"))
+        pre = [r["chain_speedup_vs_prefetch_chain"] for r in rs]
+        print(f"| {100 * xr:g}% | {len(rs)} | {statistics.median(al):.2f}, {max(al):.2f} "
+              f"| {statistics.median(ch):.2f}, {max(ch):.2f} | {statistics.median(he):.2f}, {max(he):.2f} "
+              f"| {sum(v <= 1.05 for v in al)}, {sum(v <= 1.05 for v in ch)} "
+              f"| {min(pre):.2f}x, {statistics.median(pre):.2f}x |")
 
 
 if __name__ == "__main__":

@@ -29,3 +29,29 @@ def test_chain_check_passes_the_chain_and_catches_a_wrong_row():
     assert linear_chain.chain_error(step, ref) == float("inf")
     for mod in mods:
         mod._host.free()
+
+
+def test_decode_chain_variants_compute_x_w_t_and_the_check_catches_a_wrong_row():
+    """benchmarks/linear_decode_chain.py's variants at decode sizes (in place: nothing chained;
+    copy engine with one or two chunks, HBM rows by the split kernel or cuBLAS) each give x @ W^T
+    through chain_step, one after another on the same modules."""
+    import linear_decode_chain as ldc
+    from dataclasses import replace
+    from dak.kernels.config import heuristic_config
+    torch.manual_seed(12)
+    m, k, m_h = 112, 80, 32
+    w = (torch.randn(m, k) / k ** 0.5).to(torch.bfloat16)
+    mods = linear_chain.chain_modules(w, m_h, 3, row_tile=16)
+    ref_w = w.float().t()
+    for n in (1, 3):
+        x = torch.randn(n, k).to(torch.bfloat16)
+        heur = heuristic_config(n, m_h, m - m_h, k, 4, False)
+        for name, kw in ldc.VARIANTS.items():
+            cfg = finalize(replace(heur, **kw), m_h, m - m_h, 4)
+            step = ldc._chained(mods, x, cfg)
+            assert all(mod._ahead is not None for mod in mods) == (kw["ce_share"] > 0), name
+            assert linear_chain.chain_error(step, x.float() @ ref_w) < 2e-2, (name, n)
+    mods[0].w_host[3, 1] += 4.0
+    assert linear_chain.chain_error(step, x.float() @ ref_w) > 0.1
+    for mod in mods:
+        mod._host.free()
