@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh H39|H40|H38|H29|H18|H21|H19|H20 (calls already run: benchmarks/h200_past_calls.sh, same usage)
+#   bash benchmarks/h200_next.sh H39|H40|H41|H38|H29|H18|H21|H19|H20 (calls already run: benchmarks/h200_past_calls.sh, same usage)
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -40,12 +40,22 @@ H39) # (twentieth session) split linear decode alone and chained by copy-ahead (
         --shapes llama2-7b.qkvo,llama2-7b.up,llama2-7b.down,opt-30b.qkvo,opt-30b.fc1,opt-30b.fc2 \
         --out "$OUT/linear-decode-chained-s20-h200.json"
     ;;
-H40) # (twentieth session) the same for Llama-3-70B's shapes, then H38
+H40) # (twentieth session) H39: chained 1.01-1.04 x bound on large operators at 2-10%, small ones (4096 wide)
+    # 1.15-1.55 at 2%, the prefetch chain the same. Llama-3-70B's shapes chained (with the tuned config as a chain
+    # variant); Llama-2-7B's shapes with one copy stream (default) and two ($DAK_COPY_STREAMS=2: a copy need not wait
+    # for the one before it to finish); then H38
     tuning_cache
-    step 380 python3 -u benchmarks/bench_linear.py --tokens 1,8,32 --chained \
+    step 240 python3 -u benchmarks/bench_linear.py --tokens 1,8,32 --chained \
         --shapes llama3-70b.qo,llama3-70b.up,llama3-70b.down --out "$OUT/linear-decode-chained-70b-s20-h200.json"
+    ab 100 DAK_COPY_STREAMS=2 linear-decode-chained-7b-s20 python3 -u benchmarks/bench_linear.py --tokens 1,8,32 \
+        --chained --ratios 0.5,1,2,5,10 --shapes llama2-7b.qkvo,llama2-7b.up,llama2-7b.down
     step 150 python3 -m dak bench e2e --real-capacity llama-2-70b --out "$OUT/e2e-h38-70b-rc-s19-h200.json"
     step 60 python3 -u -m pytest -q -p no:cacheprovider tests/test_prefill_graphs_gpu.py
+    ;;
+H41) # (twentieth session) OPT-30B's shapes chained again, with the tuned config as a chain variant
+    tuning_cache
+    step 200 python3 -u benchmarks/bench_linear.py --tokens 1,8,32 --chained \
+        --shapes opt-30b.qkvo,opt-30b.fc1,opt-30b.fc2 --out "$OUT/linear-decode-chained-opt-s20-h200.json"
     ;;
 H38) # (nineteenth session) H37: at real capacity the captured prefill (request chunks) ran out of HBM; the Engine now
     # captures only one-forward prefills: the prefill-graph GPU tests and the 70B case again
@@ -84,6 +94,6 @@ H20) # (not run yet; seventeenth session) OPT's shapes have no curves in a Llama
     step 80 $e2e --hardware "$OUT/profile-opt-6.7b-h20.json" --out "$OUT/e2e-h20-calibrated.json"
     ;;
 *)  . "$(dirname "$0")/h200_past_calls.sh"  # calls already run, kept to rerun or read
-    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H39|H40|H38|H29|H18|H21|H19|H20 (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
+    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H39|H40|H41|H38|H29|H18|H21|H19|H20 (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
 esac
 tail -c 3000 "$log"

@@ -9,13 +9,15 @@ next. Here CHAIN_OPS SplitLinears of one shape (each with its own pinned rows an
 replays do not hit L2) run one after another in one CUDA graph; the time per operator is the
 replay's time / CHAIN_OPS, the chain's first copy and last GEMV included. Variants per case:
   heuristic   the untuned config the runtime launches (`heuristic_config`)
+  tuned       the config bench_linear timed the operator alone with (tuned or from the cache)
   in_place    every host row read in place by the split kernel's host programs (nothing chained)
   ce          every host row staged by copy-ahead, HBM rows by the split kernel; 1 or 2 chunks
   ce_cublas   every host row staged by copy-ahead, HBM rows by cuBLAS (prefetch's own GEMMs)
 Every variant's outputs are checked against x @ W^T before it is timed. The baseline beside it
 is the prefetch baseline chained the same way (`prefetch_chain`): each operator's host rows
 copied one operator ahead into the other of two HBM staging buffers, as the layer prefetcher
-of the end-to-end bench does, HBM rows and staged rows multiplied by cuBLAS.
+of the end-to-end bench does, HBM rows and staged rows multiplied by cuBLAS; and torch's
+all-HBM linear over CHAIN_OPS distinct copies of the weight in a row.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from dataclasses import replace
 import torch
 
 from dak.kernels import copy_ahead
-from dak.kernels.config import finalize, heuristic_config
+from dak.kernels.config import KernelConfig, finalize, heuristic_config
 from dak.kernels.split_linear_checks import tma_compatible
 from dak.kernels.timing import graph_time_ms
 from dak.nn.split_linear import host_rows_for
@@ -95,6 +97,7 @@ def add_chained(name: str, w: torch.Tensor, tokens, ratios, row_tile: int, sms: 
     m, k = w.shape
     by_key = {(r["N"], r["host_rows"]): r for r in rows if r["shape"] == name}
     t_torch: dict[int, float] = {}
+    copies = [w] + [w.clone() for _ in range(CHAIN_OPS - 1)]  # distinct weights for torch's chain
     for ratio in ratios:
         m_h = host_rows_for(m, row_tile, host_ratio=ratio)
         if m_h == 0:
@@ -109,6 +112,8 @@ def add_chained(name: str, w: torch.Tensor, tokens, ratios, row_tile: int, sms: 
             ref = x.float() @ w.float().t()
             heur = heuristic_config(n, m_h, m - m_h, k, sms, tma_ok)
             variants = {"heuristic": heur}
+            if isinstance(row.get("config"), dict) and KernelConfig(**row["config"]) != heur:
+                variants["tuned"] = KernelConfig(**row["config"])
             for vname, kw in VARIANTS.items():
                 cfg = finalize(replace(heur, **kw), m_h, m - m_h, sms)
                 if all(cfg != c for c in variants.values()):
@@ -116,7 +121,7 @@ def add_chained(name: str, w: torch.Tensor, tokens, ratios, row_tile: int, sms: 
             times = {v: _timed(_chained(mods, x, cfg), ref, f"split linear ({v})") for v, cfg in variants.items()}
             t_pre = _timed(prefetch_chain(mods, x), ref, "prefetch")
             if n not in t_torch:
-                t_torch[n] = torch_chain_ms(x, w, CHAIN_OPS)
+                t_torch[n] = torch_chain_ms(x, copies, CHAIN_OPS)
             best = min(times, key=times.get)
             row.update(chain_ops=CHAIN_OPS, t_chain_ms=times[best], chain_variant=best,
                        chain_config=variants[best].to_dict(), chain_variants_ms=times,
