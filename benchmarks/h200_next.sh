@@ -52,10 +52,17 @@ H40) # (twentieth session) H39: chained 1.01-1.04 x bound on large operators at 
     step 150 python3 -m dak bench e2e --real-capacity llama-2-70b --out "$OUT/e2e-h38-70b-rc-s19-h200.json"
     step 60 python3 -u -m pytest -q -p no:cacheprovider tests/test_prefill_graphs_gpu.py
     ;;
-H41) # (twentieth session) OPT-30B's shapes chained again, with the tuned config as a chain variant
+H41) # (twentieth session) OPT-30B's shapes chained again, with the tuned config as a chain variant. H40: Llama-2-7B's
+    # shapes stay 1.07-1.20 x bound chained at 5% (0.8-1.6 MB copies run at 30-47 GB/s; two copy streams no help):
+    # consecutive operators' host rows in one memcpy ($DAK_COPY_GROUP_MIB, re-homed into one pinned arena), 4 and 16 MiB
     tuning_cache
     step 200 python3 -u benchmarks/bench_linear.py --tokens 1,8,32 --chained \
         --shapes opt-30b.qkvo,opt-30b.fc1,opt-30b.fc2 --out "$OUT/linear-decode-chained-opt-s20-h200.json"
+    for g in 4 16; do
+        step 100 env DAK_COPY_GROUP_MIB=$g python3 -u benchmarks/bench_linear.py --tokens 1,8,32 --chained \
+            --ratios 1,2,5,10 --shapes llama2-7b.qkvo,llama2-7b.up,llama2-7b.down \
+            --out "$OUT/linear-decode-chained-7b-s20-group$g.json"
+    done
     ;;
 H38) # (nineteenth session) H37: at real capacity the captured prefill (request chunks) ran out of HBM; the Engine now
     # captures only one-forward prefills: the prefill-graph GPU tests and the 70B case again
