@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh H39|H40|H41|H38|H29|H18|H21|H19|H20 (calls already run: benchmarks/h200_past_calls.sh, same usage)
+#   bash benchmarks/h200_next.sh H39|H40|H41|H42|H38|H29|H18|H21|H19|H20 (calls already run: benchmarks/h200_past_calls.sh, same usage)
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -64,6 +64,16 @@ H41) # (twentieth session) OPT-30B's shapes chained again, with the tuned config
             --out "$OUT/linear-decode-chained-7b-s20-group$g.json"
     done
     ;;
+H42) # (twentieth session) H21 (OPT rows whose consolidated plans changed in 76b8fee, prefetch beside), then OPT-6.7B
+    # at 1/2% with tuned split-kernel configs: H40 had untuned in-place configs at 0.5-1% host rows 1.24-1.87 x bound
+    # chained where tuned ones were 0.94-1.12
+    step 120 python3 -m dak bench e2e --models opt-6.7b --batch 8 --ratios 1,2,5 --systems dak-consolidated,prefetch \
+        --out "$OUT/e2e-h21-opt-6.7b.json"
+    step 150 python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 2 --systems dak-consolidated,prefetch \
+        --out "$OUT/e2e-h21-opt-30b.json"
+    step 150 python3 -m dak bench e2e --models opt-6.7b --batch 8 --ratios 1,2 --systems dak-consolidated --tune \
+        --out "$OUT/e2e-h42-opt-6.7b-tuned.json"
+    ;;
 H38) # (nineteenth session) H37: at real capacity the captured prefill (request chunks) ran out of HBM; the Engine now
     # captures only one-forward prefills: the prefill-graph GPU tests and the 70B case again
     step 150 python3 -m dak bench e2e --real-capacity llama-2-70b --out "$OUT/e2e-h38-70b-rc-s19-h200.json"
@@ -101,6 +111,6 @@ H20) # (not run yet; seventeenth session) OPT's shapes have no curves in a Llama
     step 80 $e2e --hardware "$OUT/profile-opt-6.7b-h20.json" --out "$OUT/e2e-h20-calibrated.json"
     ;;
 *)  . "$(dirname "$0")/h200_past_calls.sh"  # calls already run, kept to rerun or read
-    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H39|H40|H41|H38|H29|H18|H21|H19|H20 (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
+    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H39|H40|H41|H42|H38|H29|H18|H21|H19|H20 (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
 esac
 tail -c 3000 "$log"
