@@ -3,6 +3,59 @@
 # (step, ab, curves_ab) and $OUT, $log are set. past_call NAME runs one; unknown names return 2.
 past_call() {
 case "$1" in
+H21) # (ran inside H42: twentieth session; seventeenth session) 76b8fee: a split operator's lost GEMV epilogue costs a launch in the planner,
+    # which changes the consolidated plans of OPT-6.7B at 1/2/5% and OPT-30B at 2%: those rows with prefetch beside
+    step 120 python3 -m dak bench e2e --models opt-6.7b --batch 8 --ratios 1,2,5 --systems dak-consolidated,prefetch \
+        --out "$OUT/e2e-h21-opt-6.7b.json"
+    step 150 python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 2 --systems dak-consolidated,prefetch \
+        --out "$OUT/e2e-h21-opt-30b.json"
+    ;;
+H39) # (ran: twentieth session) split linear decode alone and chained by copy-ahead (8 operators in a row, as a decode step
+    # runs them) against the prefetch baseline chained one operator ahead: Llama-2-7B and OPT-30B shapes
+    tuning_cache
+    step 560 python3 -u benchmarks/bench_linear.py --tokens 1,8,32 --chained \
+        --shapes llama2-7b.qkvo,llama2-7b.up,llama2-7b.down,opt-30b.qkvo,opt-30b.fc1,opt-30b.fc2 \
+        --out "$OUT/linear-decode-chained-s20-h200.json"
+    ;;
+H40) # (ran: twentieth session) H39: chained 1.01-1.04 x bound on large operators at 2-10%, small ones (4096 wide)
+    # 1.15-1.55 at 2%, the prefetch chain the same. Llama-3-70B's shapes chained (with the tuned config as a chain
+    # variant); Llama-2-7B's shapes with one copy stream (default) and two ($DAK_COPY_STREAMS=2: a copy need not wait
+    # for the one before it to finish); then H38
+    tuning_cache
+    step 240 python3 -u benchmarks/bench_linear.py --tokens 1,8,32 --chained \
+        --shapes llama3-70b.qo,llama3-70b.up,llama3-70b.down --out "$OUT/linear-decode-chained-70b-s20-h200.json"
+    ab 100 DAK_COPY_STREAMS=2 linear-decode-chained-7b-s20 python3 -u benchmarks/bench_linear.py --tokens 1,8,32 \
+        --chained --ratios 0.5,1,2,5,10 --shapes llama2-7b.qkvo,llama2-7b.up,llama2-7b.down
+    step 150 python3 -m dak bench e2e --real-capacity llama-2-70b --out "$OUT/e2e-h38-70b-rc-s19-h200.json"
+    step 60 python3 -u -m pytest -q -p no:cacheprovider tests/test_prefill_graphs_gpu.py
+    ;;
+H41) # (ran: twentieth session) OPT-30B's shapes chained again, with the tuned config as a chain variant. H40: Llama-2-7B's
+    # shapes stay 1.07-1.20 x bound chained at 5% (0.8-1.6 MB copies run at 30-47 GB/s; two copy streams no help):
+    # consecutive operators' host rows in one memcpy ($DAK_COPY_GROUP_MIB, re-homed into one pinned arena), 4 and 16 MiB
+    tuning_cache
+    step 200 python3 -u benchmarks/bench_linear.py --tokens 1,8,32 --chained \
+        --shapes opt-30b.qkvo,opt-30b.fc1,opt-30b.fc2 --out "$OUT/linear-decode-chained-opt-s20-h200.json"
+    for g in 4 16; do
+        step 100 env DAK_COPY_GROUP_MIB=$g python3 -u benchmarks/bench_linear.py --tokens 1,8,32 --chained \
+            --ratios 1,2,5,10 --shapes llama2-7b.qkvo,llama2-7b.up,llama2-7b.down \
+            --out "$OUT/linear-decode-chained-7b-s20-group$g.json"
+    done
+    ;;
+H42) # (ran: twentieth session) H21 (OPT rows whose consolidated plans changed in 76b8fee, prefetch beside), then OPT-6.7B
+    # at 1/2% with tuned split-kernel configs: H40 had untuned in-place configs at 0.5-1% host rows 1.24-1.87 x bound
+    # chained where tuned ones were 0.94-1.12
+    step 120 python3 -m dak bench e2e --models opt-6.7b --batch 8 --ratios 1,2,5 --systems dak-consolidated,prefetch \
+        --out "$OUT/e2e-h21-opt-6.7b.json"
+    step 150 python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 2 --systems dak-consolidated,prefetch \
+        --out "$OUT/e2e-h21-opt-30b.json"
+    step 150 python3 -m dak bench e2e --models opt-6.7b --batch 8 --ratios 1,2 --systems dak-consolidated --tune \
+        --out "$OUT/e2e-h42-opt-6.7b-tuned.json"
+    ;;
+H38) # (ran inside H40: twentieth session; nineteenth session) H37: at real capacity the captured prefill (request chunks) ran out of HBM; the Engine now
+    # captures only one-forward prefills: the prefill-graph GPU tests and the 70B case again
+    step 150 python3 -m dak bench e2e --real-capacity llama-2-70b --out "$OUT/e2e-h38-70b-rc-s19-h200.json"
+    step 60 python3 -u -m pytest -q -p no:cacheprovider tests/test_prefill_graphs_gpu.py
+    ;;
 F3) # (ran: twelfth session) DAK_COPY_WRAP=1 (eleventh session, CPU-tested only): the step's last copy refills the chain's
     # first slot for the next step, so the first copy rides the tail (LM head) instead of stalling the start.
     # Its GPU tests, then OPT-30B at 5/10%: default, wrap, wrap + 128 MiB copy groups (a group makes the first
