@@ -31,6 +31,7 @@ def split_kernel_call(x: torch.Tensor, w_host: torch.Tensor, w_hbm: torch.Tensor
     from dak.kernels.split_linear import split_linear
     n, k = x.shape
     sms = torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 4
-    cfg = replace(heuristic_config(n, w_host.shape[0], w_hbm.shape[0], k, sms, x.is_cuda), ce_share=0.0)
+    cfg = replace(heuristic_config(n, w_host.shape[0], w_hbm.shape[0], k, sms, x.is_cuda), ce_share=0.0,
+                  hbm_cublas=False)
     out = torch.empty(n, w_host.shape[0] + w_hbm.shape[0], dtype=x.dtype, device=x.device)
     return lambda: split_linear(x, w_host, w_hbm, None, cfg, out=out)

@@ -1,0 +1,23 @@
+"""benchmarks/common.py off the GPU: split_kernel_call reads every host row in place, also for a
+weight wholly on the host (where the untuned config stages rows by the copy engine and multiplies
+the HBM rows by cuBLAS: the in-place override must drop both)."""
+
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import common  # noqa: E402
+
+
+def test_split_kernel_call_reads_a_whole_host_weight_in_place():
+    torch.manual_seed(5)
+    n, m, k = 3, 80, 64
+    w = (torch.randn(m, k) / k ** 0.5).to(torch.bfloat16)
+    x = torch.randn(n, k).to(torch.bfloat16)
+    for m_h in (m, 48):
+        call = common.split_kernel_call(x, w[:m_h], w[m_h:])
+        y = call()
+        ref = x.float() @ w.float().t()
+        assert (y.float() - ref).abs().max() <= 2e-2 * ref.abs().max()
