@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh H44|H43|H29|H18|H19|H20 (calls already run: benchmarks/h200_past_calls.sh, same usage)
+#   bash benchmarks/h200_next.sh H29|H18|H19|H20 (calls already run: benchmarks/h200_past_calls.sh, same usage)
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -33,25 +33,6 @@ tuning_cache() {  # the committed tuning cache (every decode case of bench_linea
     cp benchmarks/results/tuning-cache-h200.json "$DAK_CACHE_DIR/split_linear.json"
 }
 case "$1" in
-H44) # (twentieth session) H43's pure-copy probes failed (split_kernel_call's in-place config kept hbm_cublas, fixed):
-    # again
-    for mib in 1 2 8; do
-        step 60 python3 -u benchmarks/probe_pinned_buffers.py --methods alloc --buffers 64 --mib $mib --k 4096 \
-            --out "$OUT/probe-pinned-buffers-${mib}mib-s20-h200.json"
-    done
-    ;;
-H43) # (twentieth session) H39-H41: chained 0.8-1.7 MB copies crossed the link at 36-47 GB/s. Pure back-to-back copies
-    # of 1 / 2 / 8 MiB buffers, then Llama-2-7B's copy-engine chain (56 operators, steady state) at 2 and 5% with one
-    # copy per operator, 4 and 16 MiB copy groups, two streams, against one copy per layer (prefetch's way)
-    for mib in 1 2 8; do
-        step 60 python3 -u benchmarks/probe_pinned_buffers.py --methods alloc --buffers 64 --mib $mib --k 4096 \
-            --out "$OUT/probe-pinned-buffers-${mib}mib-s20-h200.json"
-    done
-    for r in 0.02 0.05; do
-        step 100 python3 -u benchmarks/probe_copy_chain.py --model llama-2-7b --layers 8 --host-ratio $r \
-            --settings 1x1x2,1x1x2x4,1x1x2x16,2x1x2 --out "$OUT/probe-copy-chain-llama-2-7b-$r-s20-h200.json"
-    done
-    ;;
 H29) # (eighteenth session) the new large-N chunking at batch 512 (every operator there runs the large-N path)
     step 170 python3 -m dak bench e2e --models llama-2-7b --batch 512 --ratios 5 --systems dak-consolidated,dak-uniform \
         --out "$OUT/e2e-h29-bs512-s18-h200.json"
@@ -77,6 +58,6 @@ H20) # (not run yet; seventeenth session) OPT's shapes have no curves in a Llama
     step 80 $e2e --hardware "$OUT/profile-opt-6.7b-h20.json" --out "$OUT/e2e-h20-calibrated.json"
     ;;
 *)  . "$(dirname "$0")/h200_past_calls.sh"  # calls already run, kept to rerun or read
-    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H44|H43|H29|H18|H19|H20 (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
+    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H29|H18|H19|H20 (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
 esac
 tail -c 3000 "$log"

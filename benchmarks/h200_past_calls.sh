@@ -3,6 +3,25 @@
 # (step, ab, curves_ab) and $OUT, $log are set. past_call NAME runs one; unknown names return 2.
 past_call() {
 case "$1" in
+H44) # (ran: twentieth session) H43's pure-copy probes failed (split_kernel_call's in-place config kept hbm_cublas, fixed):
+    # again
+    for mib in 1 2 8; do
+        step 60 python3 -u benchmarks/probe_pinned_buffers.py --methods alloc --buffers 64 --mib $mib --k 4096 \
+            --out "$OUT/probe-pinned-buffers-${mib}mib-s20-h200.json"
+    done
+    ;;
+H43) # (ran: twentieth session) H39-H41: chained 0.8-1.7 MB copies crossed the link at 36-47 GB/s. Pure back-to-back copies
+    # of 1 / 2 / 8 MiB buffers, then Llama-2-7B's copy-engine chain (56 operators, steady state) at 2 and 5% with one
+    # copy per operator, 4 and 16 MiB copy groups, two streams, against one copy per layer (prefetch's way)
+    for mib in 1 2 8; do
+        step 60 python3 -u benchmarks/probe_pinned_buffers.py --methods alloc --buffers 64 --mib $mib --k 4096 \
+            --out "$OUT/probe-pinned-buffers-${mib}mib-s20-h200.json"
+    done
+    for r in 0.02 0.05; do
+        step 100 python3 -u benchmarks/probe_copy_chain.py --model llama-2-7b --layers 8 --host-ratio $r \
+            --settings 1x1x2,1x1x2x4,1x1x2x16,2x1x2 --out "$OUT/probe-copy-chain-llama-2-7b-$r-s20-h200.json"
+    done
+    ;;
 H21) # (ran inside H42: twentieth session; seventeenth session) 76b8fee: a split operator's lost GEMV epilogue costs a launch in the planner,
     # which changes the consolidated plans of OPT-6.7B at 1/2/5% and OPT-30B at 2%: those rows with prefetch beside
     step 120 python3 -m dak bench e2e --models opt-6.7b --batch 8 --ratios 1,2,5 --systems dak-consolidated,prefetch \
