@@ -15,6 +15,10 @@ exceeds --host-cap-gib (all printed). Writes JSON (GPU, git sha, command) and pr
 
     PYTHONPATH=src python benchmarks/bench_attention.py --out benchmarks/results/attention-h200.json
     PYTHONPATH=src python benchmarks/bench_attention.py --dry-run     # the plan and a time estimate
+
+`--chained` also times each case with host requests as a decode step runs it: 8 layers of the
+shape linked by KV copy-ahead, time per layer, against the prefetch baseline chained one layer
+ahead (benchmarks/attention_chain.py); cases whose 8 layers exceed --chain-cap-gib are left out.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import h2d_bandwidth, metadata, write_json  # noqa: E402
+from attention_chain import LAYERS, add_chain  # noqa: E402
 
 from dak.baselines.attention import PrefetchAttention, UVAAttention, sdpa_decode  # noqa: E402
 from dak.host import PinnedBuffer  # noqa: E402
@@ -92,7 +97,7 @@ def rel_err(y, ref) -> float:
     return ((y.float() - ref.float()).norm() / ref.float().norm()).item()
 
 
-def bench_shape(name, b, s, c, counts, pool, b_h_gbs, dtype, paths, tune, rows, sms):
+def bench_shape(name, b, s, c, counts, pool, b_h_gbs, dtype, paths, tune, rows, sms, chain_cap=0):
     hq, hkv, d = MODELS[name]
     per_req = hkv * s * d
     es = torch.empty((), dtype=dtype).element_size()
@@ -163,6 +168,8 @@ def bench_shape(name, b, s, c, counts, pool, b_h_gbs, dtype, paths, tune, rows, 
         print(f"{name:10s} B={b:4d} S={s:6d} f={f:5.3f} dak {fmt(t_dak)}us ({path:5s}) bound {fmt(bound)} "
               f"r={t_dak / bound:5.2f} torch {fmt(t_torch)} ({best}) pre {fmt(t_pre)} uva {fmt(t_uva)} "
               f"EB {row['eb_dak'] / 1e9:7.1f}GB/s err {max(errs.values()):.1e}", flush=True)
+        if b_h and LAYERS * c <= chain_cap:
+            add_chain(row, b, s, b_h, hkv, d, dtype, q, sms, best)
     del kv
 
 
@@ -178,6 +185,8 @@ def main(argv=None):
     ap.add_argument("--host-cap-gib", type=float, default=16.0, help="max pinned bytes of one layer's host KV")
     ap.add_argument("--hbm-cap-gib", type=float, default=40.0, help="max bytes of one layer's whole KV")
     ap.add_argument("--tune", action="store_true", help="sweep each dak config (slow) instead of the heuristic")
+    ap.add_argument("--chained", action="store_true", help="also time cases chained by KV copy-ahead")
+    ap.add_argument("--chain-cap-gib", type=float, default=4.0, help="max KV bytes of a chained case's 8 layers")
     ap.add_argument("--dry-run", action="store_true", help="print the plan and a time estimate, run nothing")
     ap.add_argument("--out", default=None, help="JSON path (default benchmarks/results/attention-<gpu>.json)")
     a = ap.parse_args(argv)
@@ -214,7 +223,8 @@ def main(argv=None):
     rows: list[dict] = []
     for name, b, s, c, counts in shapes:
         try:
-            bench_shape(name, b, s, c, counts, pool, b_h_gbs, dtype, paths, a.tune, rows, sms)
+            bench_shape(name, b, s, c, counts, pool, b_h_gbs, dtype, paths, a.tune, rows, sms,
+                        int(a.chain_cap_gib * GiB) if a.chained else 0)
         except torch.cuda.OutOfMemoryError:
             print(f"skip: {name} B={b} S={s}: out of HBM", flush=True)
             skipped.append(f"{name} B={b} S={s}: out of HBM")
