@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh H45|H29|H18|H19|H20 (calls already run: benchmarks/h200_past_calls.sh, same usage)
+#   bash benchmarks/h200_next.sh H29|H18|H19|H20 (calls already run: benchmarks/h200_past_calls.sh, same usage)
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -33,12 +33,6 @@ tuning_cache() {  # the committed tuning cache (every decode case of bench_linea
     cp benchmarks/results/tuning-cache-h200.json "$DAK_CACHE_DIR/split_linear.json"
 }
 case "$1" in
-H45) # (twentieth session) split attention chained by KV copy-ahead (8 layers, time per layer) against the prefetch
-    # baseline chained one layer ahead, on the cases that missed 1.05 x bound alone (batch 8 at 256-8192, batch 64 at 256)
-    a="python3 -u benchmarks/bench_attention.py --models llama2-7b,llama3-8b,opt-30b --fractions 0.125,0.25,0.5,1 --chained"
-    step 200 $a --batches 8 --contexts 256,2048,8192 --out "$OUT/attention-chained-b8-s20-h200.json"
-    step 120 $a --batches 64 --contexts 256 --out "$OUT/attention-chained-b64-s20-h200.json"
-    ;;
 H29) # (eighteenth session) the new large-N chunking at batch 512 (every operator there runs the large-N path)
     step 170 python3 -m dak bench e2e --models llama-2-7b --batch 512 --ratios 5 --systems dak-consolidated,dak-uniform \
         --out "$OUT/e2e-h29-bs512-s18-h200.json"
@@ -64,6 +58,6 @@ H20) # (not run yet; seventeenth session) OPT's shapes have no curves in a Llama
     step 80 $e2e --hardware "$OUT/profile-opt-6.7b-h20.json" --out "$OUT/e2e-h20-calibrated.json"
     ;;
 *)  . "$(dirname "$0")/h200_past_calls.sh"  # calls already run, kept to rerun or read
-    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H45|H29|H18|H19|H20 (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
+    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H29|H18|H19|H20 (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
 esac
 tail -c 3000 "$log"

@@ -3,6 +3,12 @@
 # (step, ab, curves_ab) and $OUT, $log are set. past_call NAME runs one; unknown names return 2.
 past_call() {
 case "$1" in
+H45) # (ran: twentieth session) split attention chained by KV copy-ahead (8 layers, time per layer) against the prefetch
+    # baseline chained one layer ahead, on the cases that missed 1.05 x bound alone (batch 8 at 256-8192, batch 64 at 256)
+    a="python3 -u benchmarks/bench_attention.py --models llama2-7b,llama3-8b,opt-30b --fractions 0.125,0.25,0.5,1 --chained"
+    step 200 $a --batches 8 --contexts 256,2048,8192 --out "$OUT/attention-chained-b8-s20-h200.json"
+    step 120 $a --batches 64 --contexts 256 --out "$OUT/attention-chained-b64-s20-h200.json"
+    ;;
 H44) # (ran: twentieth session) H43's pure-copy probes failed (split_kernel_call's in-place config kept hbm_cublas, fixed):
     # again
     for mib in 1 2 8; do
