@@ -33,10 +33,14 @@ tuning_cache() {  # the committed tuning cache (every decode case of bench_linea
     cp benchmarks/results/tuning-cache-h200.json "$DAK_CACHE_DIR/split_linear.json"
 }
 case "$1" in
-H46) # (twentieth session) H45's alone copy-engine attention cases ran 0-7% slower than the full sweep at 16be4c6: the
-    # full sweep again on current code (regression or machine?), split over two steps
-    step 280 python3 -u benchmarks/bench_attention.py --models llama2-7b,llama3-8b --out "$OUT/attention-a-s20-h200.json"
-    step 280 python3 -u benchmarks/bench_attention.py --models opt-30b --out "$OUT/attention-b-s20-h200.json"
+H46) # (twentieth session) H45's alone copy-engine attention cases ran 0-7% slower than the full sweep at 16be4c6. One
+    # candidate: since the thirteenth session the staged part runs after the rest on the caller's stream (no fork,
+    # 728436d / G1), chosen on decode steps; the full sweep was forked. Batch 8 at 256-8192 forked and unforked in
+    # one call, then the full sweep on current code, split over two steps
+    ab 120 DAK_CE_FORK=1 attention-h46-b8 python3 -u benchmarks/bench_attention.py --batches 8 --contexts 256,2048,8192 \
+        --fractions 0.125,0.25,0.5,1 --host-paths ce
+    step 230 python3 -u benchmarks/bench_attention.py --models llama2-7b,llama3-8b --out "$OUT/attention-a-s20-h200.json"
+    step 200 python3 -u benchmarks/bench_attention.py --models opt-30b --out "$OUT/attention-b-s20-h200.json"
     ;;
 H29) # (eighteenth session) the new large-N chunking at batch 512 (every operator there runs the large-N path)
     step 170 python3 -m dak bench e2e --models llama-2-7b --batch 512 --ratios 5 --systems dak-consolidated,dak-uniform \
