@@ -199,6 +199,8 @@ def main(argv=None):
     paths = [p for p in a.host_paths.split(",") if p]
     if not paths or set(paths) - {"plain", "tma", "ce"}:
         sys.exit("--host-paths takes a comma list of plain, tma, ce")
+    if a.chain_cap_gib < 0:
+        sys.exit(f"--chain-cap-gib must be >= 0, got {a.chain_cap_gib}")
     host_cap, hbm_cap = int(a.host_cap_gib * GiB), int(a.hbm_cap_gib * GiB)
     shapes, skipped = plan(models, [int(x) for x in a.batches.split(",")], [int(x) for x in a.contexts.split(",")],
                            [float(x) for x in a.fractions.split(",")], host_cap, hbm_cap, es)

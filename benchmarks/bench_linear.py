@@ -155,6 +155,8 @@ def main(argv=None):
     ap.add_argument("--no-tune", action="store_true", help="use the heuristic config, no sweep")
     ap.add_argument("--out", default=None, help="JSON path (default benchmarks/results/linear-<gpu>.json)")
     a = ap.parse_args(argv)
+    if a.large_n and a.chained:
+        sys.exit("--chained times decode cases; with --large-n add ce_chained to --paths instead")
     if not torch.cuda.is_available():
         sys.exit("bench_linear needs a CUDA GPU")
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[a.dtype]
