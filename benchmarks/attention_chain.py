@@ -22,7 +22,7 @@ from dataclasses import replace
 import torch
 
 from dak.baselines.attention import sdpa_decode
-from dak.kernels.attention_config import finalize, heuristic_config
+from dak.kernels.attention_config import heuristic_config
 from dak.kernels.timing import graph_time_ms
 from dak.nn.split_attention import prepare_decode, split_decode_attention
 from dak.runtime import kv_ahead
@@ -55,12 +55,11 @@ def chain_step(kv, q: torch.Tensor, new: list):
     """step() running every layer's decode attention in order inside one KV copy-ahead step;
     `new[l]` = layer l's (k_new, v_new), this step's token (already in the cache)."""
     def step():
-        with kv_ahead.kv_ahead_step(kv) as st:
+        with kv_ahead.kv_ahead_step(kv):
             outs = []
             for layer, (cache, local) in enumerate(kv.where):
-                ahead = None
-                if st is not None and layer in (kv.ahead or {}):
-                    ahead = st.attention_args(layer, *new[layer])
+                st = kv_ahead.current(kv, layer)
+                ahead = None if st is None else st.attention_args(layer, *new[layer])
                 outs.append(split_decode_attention(q, cache, local, lengths=kv.lengths, ahead=ahead))
             return outs
     return step
@@ -73,10 +72,7 @@ def configure(kv, q_heads: int, sms: int, kw: dict) -> int:
     for cache in kv.caches.values():
         base = heuristic_config(cache.host_requests, kv.batch - cache.host_requests, cache.kv_heads,
                                 q_heads // cache.kv_heads, cache.max_len, cache.head_dim, sms)
-        cfg = finalize(replace(base, **kw), cache.host_requests, kv.batch - cache.host_requests, cache.kv_heads,
-                       cache.max_len, sms, keep_splits=True)
-        cache.configs.pop((kv.batch, q_heads), None)
-        prepare_decode(cache, q_heads, kv.batch, config=cfg)
+        prepare_decode(cache, q_heads, kv.batch, config=replace(base, **kw))  # finalizes and stores it
     return kv_ahead.link(kv, q_heads)
 
 
@@ -122,11 +118,10 @@ def check(step, refs, tol: float, what: str) -> None:
 def chained_times(kv, q: torch.Tensor, sms: int, backend: str | None, tol: float = 2e-2) -> dict:
     """Per-layer ms of each variant chained (and 'prefetch_chain'), outputs checked first."""
     q_heads = q.shape[1]
-    refs = [sdpa_decode(q, *full_kv(kv, layer), None, backend) for layer in range(len(kv.where))]
-    s = kv.max_len
-    new = []
+    s, refs, new = kv.max_len, [], []
     for layer in range(len(kv.where)):
         k, v = full_kv(kv, layer)
+        refs.append(sdpa_decode(q, k, v, None, backend))
         new.append((k[:, :, s - 1].contiguous(), v[:, :, s - 1].contiguous()))
     times = {}
     for name, kw in VARIANTS.items():

@@ -50,6 +50,7 @@ def chain_step(mods: list[SplitLinear], x: torch.Tensor, cfg: KernelConfig):
     """Give every module `cfg` for x's token count, chain them; returns the chained step. A
     config that stages no host row by the copy engine has nothing to chain: the step then runs
     the modules one after another, as a decode step does."""
+    copy_ahead.unlink(mods)  # an earlier chain of these modules (link_chain relinks only what it records)
     for mod in mods:
         mod._configs[token_bucket(x.shape[0])] = cfg
 

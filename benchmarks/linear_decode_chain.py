@@ -79,11 +79,6 @@ def prefetch_chain(mods, x: torch.Tensor):
     return step
 
 
-def _chained(mods, x: torch.Tensor, cfg):
-    copy_ahead.unlink(mods)  # the previous variant's chain
-    return chain_step(mods, x, cfg)
-
-
 def _timed(step, ref: torch.Tensor, what: str) -> float:
     err = chain_error(step, ref)
     if not err <= 2e-2:
@@ -112,13 +107,14 @@ def add_chained(name: str, w: torch.Tensor, tokens, ratios, row_tile: int, sms: 
             ref = x.float() @ w.float().t()
             heur = heuristic_config(n, m_h, m - m_h, k, sms, tma_ok)
             variants = {"heuristic": heur}
-            if isinstance(row.get("config"), dict) and KernelConfig(**row["config"]) != heur:
-                variants["tuned"] = KernelConfig(**row["config"])
+            tuned = KernelConfig(**row["config"]) if isinstance(row.get("config"), dict) else heur
+            if tuned != heur:
+                variants["tuned"] = tuned
             for vname, kw in VARIANTS.items():
                 cfg = finalize(replace(heur, **kw), m_h, m - m_h, sms)
                 if all(cfg != c for c in variants.values()):
                     variants[vname] = cfg
-            times = {v: _timed(_chained(mods, x, cfg), ref, f"split linear ({v})") for v, cfg in variants.items()}
+            times = {v: _timed(chain_step(mods, x, cfg), ref, f"split linear ({v})") for v, cfg in variants.items()}
             t_pre = _timed(prefetch_chain(mods, x), ref, "prefetch")
             if n not in t_torch:
                 t_torch[n] = torch_chain_ms(x, copies, CHAIN_OPS)

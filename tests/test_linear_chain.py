@@ -48,7 +48,7 @@ def test_decode_chain_variants_compute_x_w_t_and_the_check_catches_a_wrong_row()
         heur = heuristic_config(n, m_h, m - m_h, k, 4, False)
         for name, kw in ldc.VARIANTS.items():
             cfg = finalize(replace(heur, **kw), m_h, m - m_h, 4)
-            step = ldc._chained(mods, x, cfg)
+            step = linear_chain.chain_step(mods, x, cfg)
             assert all(mod._ahead is not None for mod in mods) == (kw["ce_share"] > 0), name
             assert linear_chain.chain_error(step, x.float() @ ref_w) < 2e-2, (name, n)
     mods[0].w_host[3, 1] += 4.0
