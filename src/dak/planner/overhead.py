@@ -77,11 +77,22 @@ def fused_projection_ops(ops, host_bytes) -> set:
     return out
 
 
+def roofline_kv_ahead() -> bool:
+    """$DAK_ROOFLINE_KV_AHEAD=1 (an experiment, off until measured on the GPU): an attention
+    without a calibrated curve whose host K/V the engine copies a layer ahead is priced as copied
+    too (its host K/V on the link side, its HBM read of the staged K/V on the compute side), not
+    as read in place (the roofline's host part on the compute side; the preset's
+    attention_host_excess was fitted that way, before KV copy-ahead existed)."""
+    return env_flag("DAK_ROOFLINE_KV_AHEAD", False)
+
+
 def copied_ahead(op, host: int, profile: HardwareProfile, kv_ahead: bool) -> bool:
-    """Whether `op` is a calibrated attention whose host K/V the engine copies a layer ahead
-    (`kv_ahead`): its curve timed the kernel reading host K/V in place, which then does not
-    happen (dak.planner.stream.chain_time prices it; split_overhead adds the fitted excess)."""
-    return kv_ahead and bool(host) and op.kind == "attention" and curve_for(op, profile) is not None
+    """Whether `op` is an attention whose host K/V the engine copies a layer ahead (`kv_ahead`)
+    and is priced so: a calibrated one (its curve timed the kernel reading host K/V in place,
+    which then does not happen), or any under roofline_kv_ahead(); dak.planner.stream.chain_time
+    prices it, split_overhead adds the profile's excess."""
+    return (kv_ahead and bool(host) and op.kind == "attention"
+            and (curve_for(op, profile) is not None or roofline_kv_ahead()))
 
 
 def fusion_overhead(ops, host_bytes, workload: Workload, profile: HardwareProfile, fused: bool) -> float:
