@@ -59,8 +59,9 @@ H46b) # the rest of H46's full sweep (one call would run past 10 minutes)
     step 230 python3 -u benchmarks/bench_attention.py --models opt-30b --out "$OUT/attention-b-s20-h200.json"
     ;;
 H29) # (eighteenth session) the new large-N chunking at batch 512 (every operator there runs the large-N path)
-    step 170 python3 -m dak bench e2e --models llama-2-7b --batch 512 --ratios 5 --systems dak-consolidated,dak-uniform \
-        --out "$OUT/e2e-h29-bs512-s18-h200.json"
+    # (Llama-2-7B ran in H31; the OPT-30B rows are the thirteenth session's, before that chunking)
+    step 400 python3 -m dak bench e2e --models opt-30b --batch 512 --ratios 5 --systems dak-consolidated,dak-uniform \
+        --out "$OUT/e2e-h29-opt-30b-bs512-s21-h200.json"
     ;;
 H18) # (not run yet; seventeenth session) 69d37af, CPU-tested only: calibrated profiles inherit the preset's fitted
     # copy-engine start-up, in-place and host-KV excess (dak calibrate --base/--rebase), and the chain model prices
