@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh H47|H46|H46b|H29|H18|H19|H20 (calls already run: benchmarks/h200_past_calls.sh, same usage)
+#   bash benchmarks/h200_next.sh H48|H47|H46|H46b|H29|H18|H19|H20 (calls already run: benchmarks/h200_past_calls.sh, same usage)
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -33,6 +33,12 @@ tuning_cache() {  # the committed tuning cache (every decode case of bench_linea
     cp benchmarks/results/tuning-cache-h200.json "$DAK_CACHE_DIR/split_linear.json"
 }
 case "$1" in
+H48) # (twenty-first session) split attention staging its own host requests forks by default again (H46: forked faster
+    # in 26 of 36 batch-8 cases): its graph tests, then the full attention sweep (Llama models; OPT-30B is H48b)
+    step 90 python3 -u -m pytest -q -p no:cacheprovider tests/test_split_attention_gpu.py -k "graph_replay or copy_rows"
+    step 230 python3 -u benchmarks/bench_attention.py --models llama2-7b,llama3-8b --out "$OUT/attention-a-s21-h200.json"
+    step 200 python3 -u benchmarks/bench_attention.py --models opt-30b --out "$OUT/attention-b-s21-h200.json"
+    ;;
 H47) # (twenty-first session) the preset prices host K/V as read in place (its attention_host_excess, 0.53, was fitted
     # before KV copy-ahead existed), so consolidated plans avoid host K/V. A: default; B: DAK_ROOFLINE_KV_AHEAD=1
     # (priced as copied a layer ahead, excess 0.53); C: B on the preset with excess 0 (profiles/h200-pcie-kv0.json).
@@ -84,6 +90,6 @@ H20) # (not run yet; seventeenth session) OPT's shapes have no curves in a Llama
     step 80 $e2e --hardware "$OUT/profile-opt-6.7b-h20.json" --out "$OUT/e2e-h20-calibrated.json"
     ;;
 *)  . "$(dirname "$0")/h200_past_calls.sh"  # calls already run, kept to rerun or read
-    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H47|H46|H46b|H29|H18|H19|H20 (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
+    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H48|H47|H46|H46b|H29|H18|H19|H20 (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
 esac
 tail -c 3000 "$log"

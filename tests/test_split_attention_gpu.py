@@ -113,7 +113,8 @@ def test_pinned_cache_is_tma_addressable():
 @pytest.mark.parametrize("b_h,ce,fork", [(0, False, "1"), (3, False, "1"), (8, False, "1"), (3, True, "1"),
                                          (8, True, "1"), (3, True, "0"), (8, True, "0")])
 def test_graph_replay_equals_eager(b_h, ce, fork, monkeypatch):
-    monkeypatch.setenv("DAK_CE_FORK", fork)  # 0: staged requests attended on the caller's stream
+    monkeypatch.setenv("DAK_CE_FORK", fork)  # 0 (with the next): staged requests attended on the caller's stream
+    monkeypatch.setenv("DAK_ATTENTION_CE_FORK", fork)
     cache = SplitKVCache(1, 8, 2048, 8, 128, torch.bfloat16, host_requests=b_h, staging_requests=b_h if ce else 0)
     for t in cache.parts(0):
         t.copy_(torch.randn(t.shape, device="cuda").to(t.dtype))

@@ -140,6 +140,18 @@ def ce_fork_enabled() -> bool:
     return env_flag("DAK_CE_FORK", False)
 
 
+def attention_ce_fork_enabled() -> bool:
+    """Whether a split attention that stages its own host requests (dak.kernels.split_attention_ce
+    without KV copy-ahead: the SplitKVCache entry point, `--no-kv-ahead`) attends the staged
+    chunks on a side stream forked from the caller's as each lands, concurrently with the other
+    requests: the default, unless $DAK_ATTENTION_CE_FORK=0 (then as ce_fork_enabled() says).
+    H200, twenty-first session (H46, `bench_attention.py --batches 8 --host-paths ce`, same call):
+    forked 0.998-1.84 x bound against 1.004-1.94 unforked, faster in 26 of 36 cases (median 0.996x
+    the time). The decode
+    step's attention copies ahead (dak.runtime.kv_ahead) and follows ce_fork_enabled()."""
+    return env_flag("DAK_ATTENTION_CE_FORK", True) or ce_fork_enabled()
+
+
 def prefill_graphs_default() -> bool:
     """Whether an Engine with decode graphs also captures its prefill per prompt-length bucket
     (dak.runtime.prefill_graphs): yes, or $DAK_PREFILL_GRAPHS=0 (eager prefill, as before)."""

@@ -27,7 +27,7 @@ from dak.kernels.attention_checks import check_attention_args
 from dak.kernels.attention_config import AttentionConfig, cdiv, finalize, heuristic_config
 from dak.kernels.split_attention import split_attention
 from dak.kernels.streams import fork, join, side_stream
-from dak.shares import ce_fork_enabled
+from dak.shares import attention_ce_fork_enabled, ce_fork_enabled
 
 
 def ce_requests(cfg: AttentionConfig, b_h: int) -> int:
@@ -183,7 +183,7 @@ def split_attention_ce(q: torch.Tensor, k_host: torch.Tensor, v_host: torch.Tens
         return out
     main = torch.cuda.current_stream(q.device)
     copy_s = side_stream(q.device, "attention-copy")
-    comp_s = fork(q.device, "attention-compute", main, ce_fork_enabled())
+    comp_s = fork(q.device, "attention-compute", main, attention_ce_fork_enabled())
     copy_s.wait_stream(main)
     landed = []
     with torch.cuda.stream(copy_s):
