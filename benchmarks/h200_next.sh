@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh H48|H47|H46|H46b|H29|H18|H19|H20 (calls already run: benchmarks/h200_past_calls.sh, same usage)
+#   bash benchmarks/h200_next.sh H18|H19|H20 (calls already run: benchmarks/h200_past_calls.sh, same usage)
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -33,42 +33,6 @@ tuning_cache() {  # the committed tuning cache (every decode case of bench_linea
     cp benchmarks/results/tuning-cache-h200.json "$DAK_CACHE_DIR/split_linear.json"
 }
 case "$1" in
-H48) # (twenty-first session) split attention staging its own host requests forks by default again (H46: forked faster
-    # in 26 of 36 batch-8 cases): its graph tests, then the full attention sweep (Llama models; OPT-30B is H48b)
-    step 90 python3 -u -m pytest -q -p no:cacheprovider tests/test_split_attention_gpu.py -k "graph_replay or copy_rows"
-    step 230 python3 -u benchmarks/bench_attention.py --models llama2-7b,llama3-8b --out "$OUT/attention-a-s21-h200.json"
-    step 200 python3 -u benchmarks/bench_attention.py --models opt-30b --out "$OUT/attention-b-s21-h200.json"
-    ;;
-H47) # (twenty-first session) the preset prices host K/V as read in place (its attention_host_excess, 0.53, was fitted
-    # before KV copy-ahead existed), so consolidated plans avoid host K/V. A: default; B: DAK_ROOFLINE_KV_AHEAD=1
-    # (priced as copied a layer ahead, excess 0.53); C: B on the preset with excess 0 (profiles/h200-pcie-kv0.json).
-    # Per model A, B, C one after another; prefetch beside A
-    e2e="python3 -m dak bench e2e --batch 8 --append"
-    for grp in "llama-2-7b 2,5,10" "opt-6.7b 2,5,10" "opt-30b 2,5" "llama-3-8b 10"; do
-        read -r m r <<<"$grp"
-        step 150 $e2e --models "$m" --ratios "$r" --systems dak-consolidated,prefetch --out "$OUT/e2e-h47-a.json"
-        step 150 env DAK_ROOFLINE_KV_AHEAD=1 $e2e --models "$m" --ratios "$r" --systems dak-consolidated \
-            --out "$OUT/e2e-h47-b.json"
-        step 150 env DAK_ROOFLINE_KV_AHEAD=1 $e2e --models "$m" --ratios "$r" --systems dak-consolidated \
-            --hardware benchmarks/profiles/h200-pcie-kv0.json --out "$OUT/e2e-h47-c.json"
-    done
-    ;;
-H46) # (twentieth session) H45's alone copy-engine attention cases ran 0-7% slower than the full sweep at 16be4c6. One
-    # candidate: since the thirteenth session the staged part runs after the rest on the caller's stream (no fork,
-    # 728436d / G1), chosen on decode steps; the full sweep was forked. Batch 8 at 256-8192 forked and unforked in
-    # one call, then the full sweep on current code, split over two steps
-    ab 120 DAK_CE_FORK=1 attention-h46-b8 python3 -u benchmarks/bench_attention.py --batches 8 --contexts 256,2048,8192 \
-        --fractions 0.125,0.25,0.5,1 --host-paths ce
-    step 230 python3 -u benchmarks/bench_attention.py --models llama2-7b,llama3-8b --out "$OUT/attention-a-s20-h200.json"
-    ;;
-H46b) # the rest of H46's full sweep (one call would run past 10 minutes)
-    step 230 python3 -u benchmarks/bench_attention.py --models opt-30b --out "$OUT/attention-b-s20-h200.json"
-    ;;
-H29) # (eighteenth session) the new large-N chunking at batch 512 (every operator there runs the large-N path)
-    # (Llama-2-7B ran in H31; the OPT-30B rows are the thirteenth session's, before that chunking)
-    step 400 python3 -m dak bench e2e --models opt-30b --batch 512 --ratios 5 --systems dak-consolidated,dak-uniform \
-        --out "$OUT/e2e-h29-opt-30b-bs512-s21-h200.json"
-    ;;
 H18) # (not run yet; seventeenth session) 69d37af, CPU-tested only: calibrated profiles inherit the preset's fitted
     # copy-engine start-up, in-place and host-KV excess (dak calibrate --base/--rebase), and the chain model prices
     # copy-engine linears' HBM rows on the measured all-HBM time. H17's consolidated plans on the calibrated profile
@@ -90,6 +54,6 @@ H20) # (not run yet; seventeenth session) OPT's shapes have no curves in a Llama
     step 80 $e2e --hardware "$OUT/profile-opt-6.7b-h20.json" --out "$OUT/e2e-h20-calibrated.json"
     ;;
 *)  . "$(dirname "$0")/h200_past_calls.sh"  # calls already run, kept to rerun or read
-    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H48|H47|H46|H46b|H29|H18|H19|H20 (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
+    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H18|H19|H20 (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
 esac
 tail -c 3000 "$log"

@@ -3,6 +3,42 @@
 # (step, ab, curves_ab) and $OUT, $log are set. past_call NAME runs one; unknown names return 2.
 past_call() {
 case "$1" in
+H48) # (ran: twenty-first session) split attention staging its own host requests forks by default again (H46: forked faster
+    # in 26 of 36 batch-8 cases): its graph tests, then the full attention sweep (Llama models; OPT-30B is H48b)
+    step 90 python3 -u -m pytest -q -p no:cacheprovider tests/test_split_attention_gpu.py -k "graph_replay or copy_rows"
+    step 230 python3 -u benchmarks/bench_attention.py --models llama2-7b,llama3-8b --out "$OUT/attention-a-s21-h200.json"
+    step 200 python3 -u benchmarks/bench_attention.py --models opt-30b --out "$OUT/attention-b-s21-h200.json"
+    ;;
+H47) # (ran: twenty-first session) the preset prices host K/V as read in place (its attention_host_excess, 0.53, was fitted
+    # before KV copy-ahead existed), so consolidated plans avoid host K/V. A: default; B: DAK_ROOFLINE_KV_AHEAD=1
+    # (priced as copied a layer ahead, excess 0.53); C: B on the preset with excess 0 (profiles/h200-pcie-kv0.json).
+    # Per model A, B, C one after another; prefetch beside A
+    e2e="python3 -m dak bench e2e --batch 8 --append"
+    for grp in "llama-2-7b 2,5,10" "opt-6.7b 2,5,10" "opt-30b 2,5" "llama-3-8b 10"; do
+        read -r m r <<<"$grp"
+        step 150 $e2e --models "$m" --ratios "$r" --systems dak-consolidated,prefetch --out "$OUT/e2e-h47-a.json"
+        step 150 env DAK_ROOFLINE_KV_AHEAD=1 $e2e --models "$m" --ratios "$r" --systems dak-consolidated \
+            --out "$OUT/e2e-h47-b.json"
+        step 150 env DAK_ROOFLINE_KV_AHEAD=1 $e2e --models "$m" --ratios "$r" --systems dak-consolidated \
+            --hardware benchmarks/profiles/h200-pcie-kv0.json --out "$OUT/e2e-h47-c.json"
+    done
+    ;;
+H46b) # (ran: twenty-first session) the rest of H46's full sweep (one call would run past 10 minutes)
+    step 230 python3 -u benchmarks/bench_attention.py --models opt-30b --out "$OUT/attention-b-s20-h200.json"
+    ;;
+H46) # (ran: twenty-first session; twentieth session) H45's alone copy-engine attention cases ran 0-7% slower than the full sweep at 16be4c6. One
+    # candidate: since the thirteenth session the staged part runs after the rest on the caller's stream (no fork,
+    # 728436d / G1), chosen on decode steps; the full sweep was forked. Batch 8 at 256-8192 forked and unforked in
+    # one call, then the full sweep on current code, split over two steps
+    ab 120 DAK_CE_FORK=1 attention-h46-b8 python3 -u benchmarks/bench_attention.py --batches 8 --contexts 256,2048,8192 \
+        --fractions 0.125,0.25,0.5,1 --host-paths ce
+    step 230 python3 -u benchmarks/bench_attention.py --models llama2-7b,llama3-8b --out "$OUT/attention-a-s20-h200.json"
+    ;;
+H29) # (ran: twenty-first session; eighteenth session) the new large-N chunking at batch 512 (every operator there runs the large-N path)
+    # (Llama-2-7B ran in H31; the OPT-30B rows are the thirteenth session's, before that chunking)
+    step 400 python3 -m dak bench e2e --models opt-30b --batch 512 --ratios 5 --systems dak-consolidated,dak-uniform \
+        --out "$OUT/e2e-h29-opt-30b-bs512-s21-h200.json"
+    ;;
 H45) # (ran: twentieth session) split attention chained by KV copy-ahead (8 layers, time per layer) against the prefetch
     # baseline chained one layer ahead, on the cases that missed 1.05 x bound alone (batch 8 at 256-8192, batch 64 at 256)
     a="python3 -u benchmarks/bench_attention.py --models llama2-7b,llama3-8b,opt-30b --fractions 0.125,0.25,0.5,1 --chained"
