@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh H18|H19|H20 (calls already run: benchmarks/h200_past_calls.sh, same usage)
+#   bash benchmarks/h200_next.sh H51|H18|H19|H20 (calls already run: benchmarks/h200_past_calls.sh, same usage)
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -33,6 +33,15 @@ tuning_cache() {  # the committed tuning cache (every decode case of bench_linea
     cp benchmarks/results/tuning-cache-h200.json "$DAK_CACHE_DIR/split_linear.json"
 }
 case "$1" in
+H51) # (twenty-first session) the standalone copy-engine attention forks again (H46/H48); does the decode step's attention,
+    # copied a layer ahead, gain from forking its staged part too ($DAK_KV_AHEAD_FORK=1)? Plans with host K/V, A/B twice;
+    # then the KV copy-ahead GPU tests with it on
+    for run in 1 2; do
+        ab 150 DAK_KV_AHEAD_FORK=1 "e2e-h51-$run" python3 -m dak bench e2e --batch 8 --models opt-6.7b,opt-30b --ratios 10 \
+            --systems dak-consolidated
+    done
+    step 100 env DAK_KV_AHEAD_FORK=1 python3 -u -m pytest -q -p no:cacheprovider tests/test_kv_ahead.py
+    ;;
 H18) # (not run yet; seventeenth session) 69d37af, CPU-tested only: calibrated profiles inherit the preset's fitted
     # copy-engine start-up, in-place and host-KV excess (dak calibrate --base/--rebase), and the chain model prices
     # copy-engine linears' HBM rows on the measured all-HBM time. H17's consolidated plans on the calibrated profile
@@ -54,6 +63,6 @@ H20) # (not run yet; seventeenth session) OPT's shapes have no curves in a Llama
     step 80 $e2e --hardware "$OUT/profile-opt-6.7b-h20.json" --out "$OUT/e2e-h20-calibrated.json"
     ;;
 *)  . "$(dirname "$0")/h200_past_calls.sh"  # calls already run, kept to rerun or read
-    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H18|H19|H20 (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
+    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H51|H18|H19|H20 (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
 esac
 tail -c 3000 "$log"

@@ -4,7 +4,7 @@
 past_call() {
 case "$1" in
 H48) # (ran: twenty-first session) split attention staging its own host requests forks by default again (H46: forked faster
-    # in 26 of 36 batch-8 cases): its graph tests, then the full attention sweep (Llama models; OPT-30B is H48b)
+    # in 26 of 36 batch-8 cases): its graph tests, then the full attention sweep (Llama models, then OPT-30B)
     step 90 python3 -u -m pytest -q -p no:cacheprovider tests/test_split_attention_gpu.py -k "graph_replay or copy_rows"
     step 230 python3 -u benchmarks/bench_attention.py --models llama2-7b,llama3-8b --out "$OUT/attention-a-s21-h200.json"
     step 200 python3 -u benchmarks/bench_attention.py --models opt-30b --out "$OUT/attention-b-s21-h200.json"

@@ -13,7 +13,7 @@ from attention_oracle import TOL, reference_attention, rel_err  # noqa: E402
 from dak.kernels.attention_config import AttentionConfig, finalize, heuristic_config  # noqa: E402
 from dak.kernels.split_attention_ce import split_attention_ce, write_token  # noqa: E402
 from dak.runtime_env import kernel_device  # noqa: E402
-from dak.shares import ce_fork_enabled  # noqa: E402
+from dak.shares import kv_ahead_fork_enabled  # noqa: E402
 
 DEV = kernel_device()
 
@@ -43,10 +43,10 @@ def test_staged_slot_gets_this_steps_token_before_attention(dtype, chunks):
                              out=out, ahead=(None, k_slot, v_slot, k_new.to(DEV), v_new.to(DEV), released.append))
     assert res is out and not out.isnan().any()
     # released once: with None on the CPU; on a GPU with the stream that read the slot (the caller's
-    # unless $DAK_CE_FORK=1 forks the staged part onto a side stream)
+    # unless $DAK_KV_AHEAD_FORK=1 or $DAK_CE_FORK=1 forks the staged part onto a side stream)
     assert len(released) == 1 and (released[0] is None) == (DEV.type != "cuda")
     if released[0] is not None:
-        assert (released[0] != torch.cuda.current_stream()) == ce_fork_enabled()
+        assert (released[0] != torch.cuda.current_stream()) == kv_ahead_fork_enabled()
     assert rel_err(out.cpu(), reference_attention(q, k, v, lengths)) < TOL[dtype]
     with pytest.raises(ValueError, match="copy-ahead slot holds 2 requests"):
         split_attention_ce(q.to(DEV), k_host, v_host, k[b_h:].to(DEV), v[b_h:].to(DEV), lengths.to(DEV), cfg, 4,

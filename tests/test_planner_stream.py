@@ -207,3 +207,41 @@ def test_plan_prices_kv_ahead_only_when_asked():
     assert a.feasible and b.feasible and a.cost_model == b.cost_model == "measured"
     kv = lambda pl: sum(o.host_bytes for o, op in zip(pl.ops, ops) if op.kind == "attention")
     assert kv(a) > kv(b)  # priced as copied ahead, host K/V no longer looks 30-60x the HBM time
+
+
+def test_roofline_kv_ahead_flag_moves_uncalibrated_host_kv_to_the_link_side(monkeypatch):
+    """$DAK_ROOFLINE_KV_AHEAD=1 (an experiment): an attention without a curve is priced as copied
+    a layer ahead too: its local time is the all-HBM roofline, its host K/V cross the link at the
+    copy-engine rate with one start-up, and split_overhead still adds the profile's excess. Off
+    (the default), the roofline reads them in place as fitted."""
+    ops = list_operators(load_spec("llama-2-7b"), W)
+    i = next(j for j, op in enumerate(ops) if op.kind == "attention")
+    op = ops[i]
+    host = [0] * len(ops)
+    host[i] = op.host_bytes_for(max(1, op.units // 2))
+    x = host[i] / op.bytes
+    monkeypatch.delenv("DAK_ROOFLINE_KV_AHEAD", raising=False)
+    off = chain_time(ops, host, H200, kv_ahead=True)
+    assert off.times[i] == pytest.approx(op_time(op, x, H200)) and off.times[i] > op_time(op, 0.0, H200)
+    monkeypatch.setenv("DAK_ROOFLINE_KV_AHEAD", "1")
+    on = chain_time(ops, host, H200, kv_ahead=True)
+    assert on.times[i] == pytest.approx(op_time(op, 0.0, H200))
+    kv_link = x * op.traffic / H200.host_bandwidth_ce + H200.copy_op_overhead_s
+    assert on.link_s == pytest.approx(off.link_s - x * op.traffic / H200.split_host_bandwidth + kv_link)
+    excess = H200.attention_host_excess * x * op.traffic / H200.split_host_bandwidth
+    assert split_overhead(ops, host, W, H200, kv_ahead=True) == pytest.approx(excess)
+    assert chain_time(ops, host, H200, kv_ahead=False).times[i] == off.times[i]  # no copy-ahead: in place
+
+
+@pytest.mark.parametrize("env,standalone,ahead", [({}, True, False), ({"DAK_ATTENTION_CE_FORK": "0"}, False, False),
+                                                  ({"DAK_KV_AHEAD_FORK": "1"}, True, True),
+                                                  ({"DAK_ATTENTION_CE_FORK": "0", "DAK_CE_FORK": "1"}, True, True)])
+def test_attention_fork_switches(env, standalone, ahead, monkeypatch):
+    """Which copy-engine attention forks its staged part: the standalone one by default (H46),
+    the copied-ahead decode one only when asked; $DAK_CE_FORK=1 forks both."""
+    from dak.shares import attention_ce_fork_enabled, kv_ahead_fork_enabled
+    for name in ("DAK_ATTENTION_CE_FORK", "DAK_KV_AHEAD_FORK", "DAK_CE_FORK"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert attention_ce_fork_enabled() == standalone and kv_ahead_fork_enabled() == ahead

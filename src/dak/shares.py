@@ -147,9 +147,18 @@ def attention_ce_fork_enabled() -> bool:
     requests: the default, unless $DAK_ATTENTION_CE_FORK=0 (then as ce_fork_enabled() says).
     H200, twenty-first session (H46, `bench_attention.py --batches 8 --host-paths ce`, same call):
     forked 0.998-1.84 x bound against 1.004-1.94 unforked, faster in 26 of 36 cases (median 0.996x
-    the time). The decode
-    step's attention copies ahead (dak.runtime.kv_ahead) and follows ce_fork_enabled()."""
+    the time). The decode step's attention copies ahead (dak.runtime.kv_ahead) and follows
+    kv_ahead_fork_enabled()."""
     return env_flag("DAK_ATTENTION_CE_FORK", True) or ce_fork_enabled()
+
+
+def kv_ahead_fork_enabled() -> bool:
+    """$DAK_KV_AHEAD_FORK=1 (an experiment, off until measured end to end): the decode step's
+    attention, whose host K/V were copied a layer ahead (dak.runtime.kv_ahead), attends the staged
+    requests on a forked side stream beside the others, as the standalone path does
+    (attention_ce_fork_enabled); by default on the caller's stream after them, unless
+    ce_fork_enabled()."""
+    return env_flag("DAK_KV_AHEAD_FORK", False) or ce_fork_enabled()
 
 
 def prefill_graphs_default() -> bool:

@@ -27,7 +27,7 @@ from dak.kernels.attention_checks import check_attention_args
 from dak.kernels.attention_config import AttentionConfig, cdiv, finalize, heuristic_config
 from dak.kernels.split_attention import split_attention
 from dak.kernels.streams import fork, join, side_stream
-from dak.shares import attention_ce_fork_enabled, ce_fork_enabled
+from dak.shares import attention_ce_fork_enabled, kv_ahead_fork_enabled
 
 
 def ce_requests(cfg: AttentionConfig, b_h: int) -> int:
@@ -214,7 +214,7 @@ def _attend_ahead(ahead, chunks, attend, attend_rest, lengths, device, out):
         release(None)
         return out
     main = torch.cuda.current_stream(device)
-    comp_s = fork(device, "attention-compute", main, ce_fork_enabled())  # q, k_new, v_new, lengths ready
+    comp_s = fork(device, "attention-compute", main, kv_ahead_fork_enabled())  # q, k_new, v_new, lengths ready
     attend_rest()
     with torch.cuda.stream(comp_s):
         if landed is not None:
