@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh H51|H18|H19|H20 (calls already run: benchmarks/h200_past_calls.sh, same usage)
+#   bash benchmarks/h200_next.sh H52|H51|H18|H19|H20 (calls already run: benchmarks/h200_past_calls.sh, same usage)
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -33,6 +33,15 @@ tuning_cache() {  # the committed tuning cache (every decode case of bench_linea
     cp benchmarks/results/tuning-cache-h200.json "$DAK_CACHE_DIR/split_linear.json"
 }
 case "$1" in
+H52) # (twenty-first session) $DAK_INPLACE_TILES=1: untuned in-place decode configs of matrices >= 7168 rows take the
+    # tuner's 32/64-row tiles (H40/H41: tuned 0.92-1.11 x bound chained, heuristic 1.24-1.87 at 0.5-1%). The chained
+    # bench's heuristic variant with and without it (outputs checked before timing), then the module graph test with it
+    tuning_cache
+    ab 200 DAK_INPLACE_TILES=1 linear-h52 python3 -u benchmarks/bench_linear.py --tokens 1,8,32 --chained \
+        --ratios 0.5,1,2 --shapes opt-30b.qkvo,opt-30b.fc2,llama3-70b.qo,llama3-70b.down,llama2-7b.up
+    step 120 env DAK_INPLACE_TILES=1 python3 -u -m pytest -q -p no:cacheprovider tests/test_split_linear_gpu.py \
+        -k "module_under_cuda_graph or copy_engine_path"
+    ;;
 H51) # (twenty-first session) the standalone copy-engine attention forks again (H46/H48); does the decode step's attention,
     # copied a layer ahead, gain from forking its staged part too ($DAK_KV_AHEAD_FORK=1)? Plans with host K/V, A/B twice;
     # then the KV copy-ahead GPU tests with it on
@@ -63,6 +72,6 @@ H20) # (not run yet; seventeenth session) OPT's shapes have no curves in a Llama
     step 80 $e2e --hardware "$OUT/profile-opt-6.7b-h20.json" --out "$OUT/e2e-h20-calibrated.json"
     ;;
 *)  . "$(dirname "$0")/h200_past_calls.sh"  # calls already run, kept to rerun or read
-    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H51|H18|H19|H20 (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
+    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H52|H51|H18|H19|H20 (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
 esac
 tail -c 3000 "$log"

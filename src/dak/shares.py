@@ -102,6 +102,19 @@ def split_gemv_tiles_enabled() -> bool:
     return env_flag("DAK_SPLIT_GEMV_TILES", False)
 
 
+INPLACE_TILE_ROWS = 7168  # matrices this tall or taller: see inplace_tiles_enabled
+
+
+def inplace_tiles_enabled() -> bool:
+    """$DAK_INPLACE_TILES=1 (an experiment, off until measured on the GPU): untuned decode configs
+    of the in-place split kernel (host rows read by SM loads, no copy engine) on matrices of at
+    least INPLACE_TILE_ROWS rows take 32-row tiles at 1-16 tokens and 64-row tiles at 17-32, where
+    the heuristic otherwise takes 16 below ~17k rows. The tuner's configs for such thin host
+    shares (H40/H41, twentieth session, chained as a decode step runs them) were 32/64-row tiles
+    at 0.92-1.11 x bound where the heuristic's were 1.24-1.87."""
+    return env_flag("DAK_INPLACE_TILES", False)
+
+
 def copy_stream_count() -> int:
     """Copy streams of the copy-ahead chain: 1, or $DAK_COPY_STREAMS (1 or 2) for experiments."""
     return _env_int("DAK_COPY_STREAMS", 1, 1, 2)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from dak.kernels.hbm_gemv import heuristic as gemv_heuristic
 from dak.runtime_env import interpreting
 from dak.shares import LINK_BOUND_SHARE, ce_chunks_default, ce_hbm_cublas, ce_min_share  # noqa: F401 -- re-exported for the launchers
-from dak.shares import split_gemv_tiles_enabled
+from dak.shares import INPLACE_TILE_ROWS, inplace_tiles_enabled, split_gemv_tiles_enabled
 
 MAX_DECODE_TOKENS = 64  # up to this many tokens, one program covers all of them: no re-reads
 SPLIT_GEMV_STAGES = 3  # pipeline depth cap when in-place split configs take the GEMV's tiles
@@ -176,12 +176,14 @@ def heuristic_config(n_tokens: int, m_host: int, m_hbm: int, k: int, sms: int, t
     block_m = 32 if cdiv(m_total, 64) >= 2 * sms else 16
     if block_n >= 64:
         block_m = max(block_m, 32)
+    many = n_tokens > MAX_DECODE_TOKENS  # prefill / large batch: cuBLAS GEMMs, host rows staged
+    ce = many or m_host > ce_min_share() * m_total  # every host row staged by the copy engine
+    if m_host and not ce and m_total >= INPLACE_TILE_ROWS and inplace_tiles_enabled():
+        block_m = 64 if block_n >= 32 else 32  # thin in-place shares: the tuner's tiles (experiment)
     if interpreting():  # the CPU interpreter pays per tile iteration: fewer, larger tiles
         block_m = 64
     block_k, stages, hbm_programs = pick_block_k(k), 3 if block_n <= 32 else 2, 2 * sms
-    many = n_tokens > MAX_DECODE_TOKENS  # prefill / large batch: cuBLAS GEMMs, host rows staged
     chunks, taper = large_n_chunking(m_host, m_total) if many else (ce_chunks_default(), 1.0)
-    ce = many or m_host > ce_min_share() * m_total  # every host row staged by the copy engine
     if block_n == 16 and not ce and m_hbm and split_gemv_tiles_enabled():
         g = gemv_heuristic(m_hbm, k)
         # the split kernel stages x and w tiles for each of its paths: the GEMV's 6 stages (rows
