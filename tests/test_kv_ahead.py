@@ -167,3 +167,17 @@ def test_kv_copy_stream_from_the_environment(monkeypatch):
     monkeypatch.setenv("DAK_KV_COPY_STREAM", "same")
     with pytest.raises(ValueError, match="DAK_KV_COPY_STREAM must be 'own' or 'shared'"):
         kv_copy_stream_name()
+
+
+@pytest.mark.parametrize("env,standalone,ahead", [({}, True, False), ({"DAK_ATTENTION_CE_FORK": "0"}, False, False),
+                                                  ({"DAK_KV_AHEAD_FORK": "1"}, True, True),
+                                                  ({"DAK_ATTENTION_CE_FORK": "0", "DAK_CE_FORK": "1"}, True, True)])
+def test_attention_fork_switches(env, standalone, ahead, monkeypatch):
+    """Which copy-engine attention forks its staged part: the standalone one by default (H46),
+    the copied-ahead decode one only when asked; $DAK_CE_FORK=1 forks both."""
+    from dak.shares import attention_ce_fork_enabled
+    for name in ("DAK_ATTENTION_CE_FORK", "DAK_KV_AHEAD_FORK", "DAK_CE_FORK"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert attention_ce_fork_enabled() == standalone and kv_ahead_fork_enabled() == ahead

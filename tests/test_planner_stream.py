@@ -232,16 +232,3 @@ def test_roofline_kv_ahead_flag_moves_uncalibrated_host_kv_to_the_link_side(monk
     assert split_overhead(ops, host, W, H200, kv_ahead=True) == pytest.approx(excess)
     assert chain_time(ops, host, H200, kv_ahead=False).times[i] == off.times[i]  # no copy-ahead: in place
 
-
-@pytest.mark.parametrize("env,standalone,ahead", [({}, True, False), ({"DAK_ATTENTION_CE_FORK": "0"}, False, False),
-                                                  ({"DAK_KV_AHEAD_FORK": "1"}, True, True),
-                                                  ({"DAK_ATTENTION_CE_FORK": "0", "DAK_CE_FORK": "1"}, True, True)])
-def test_attention_fork_switches(env, standalone, ahead, monkeypatch):
-    """Which copy-engine attention forks its staged part: the standalone one by default (H46),
-    the copied-ahead decode one only when asked; $DAK_CE_FORK=1 forks both."""
-    from dak.shares import attention_ce_fork_enabled, kv_ahead_fork_enabled
-    for name in ("DAK_ATTENTION_CE_FORK", "DAK_KV_AHEAD_FORK", "DAK_CE_FORK"):
-        monkeypatch.delenv(name, raising=False)
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    assert attention_ce_fork_enabled() == standalone and kv_ahead_fork_enabled() == ahead
