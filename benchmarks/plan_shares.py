@@ -1,0 +1,53 @@
+"""Which host shares the e2e plans keep, and on which data path (CPU only, no GPU).
+
+    PYTHONPATH=src python3 benchmarks/plan_shares.py [--models M,...] [--ratios 1,2,5,10] [--batch 8]
+
+Per (model, ratio): the dak-consolidated placement's linears with host rows, grouped by kind and
+row count, each marked "in place" (host rows <= dak.shares.ce_min_share() of the matrix, the
+untuned launcher's rule at decode) or "copy engine", plus the attentions with host requests.
+The twenty-second session used it to see that no e2e plan keeps a thin in-place share on a
+matrix >= 7168 rows (what $DAK_INPLACE_TILES changes).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections import Counter
+
+from dak.bench.e2e_cases import E2EConfig, plan_cases
+from dak.shares import ce_min_share
+
+
+def shares(placement) -> Counter:
+    out: Counter = Counter()
+    for op in placement.ops:
+        if op.layer is None:
+            continue
+        if op.host_requests:
+            out[(op.kind, "host requests")] += 1
+        elif op.host_rows:
+            path = "in place" if op.host_rows <= ce_min_share() * op.shape[0] else "copy engine"
+            out[(f"{op.kind} ({op.shape[0]} rows)", path)] += 1
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", default="llama-2-7b,llama-3-8b,opt-6.7b,opt-30b")
+    ap.add_argument("--ratios", default="1,2,5,10", help="offload ratios in percent")
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--free-hbm-gib", type=float, default=140.0, help="free HBM the budgets assume")
+    a = ap.parse_args()
+    cfg = E2EConfig(models=tuple(a.models.split(",")), batches=(a.batch,),
+                    ratios=tuple(float(r) / 100 for r in a.ratios.split(",")), systems=("dak-consolidated",))
+    for case in plan_cases(cfg, free_hbm=int(a.free_hbm_gib * 2**30)):
+        if case.placement is None:
+            print(f"{case.model} {100 * case.x_req:g}%: not planned ({case.skip})")
+            continue
+        layers = shares(case.placement)
+        text = "; ".join(f"{k} {p} x{n}" for (k, p), n in sorted(layers.items())) or "no layer share on the host"
+        print(f"{case.model} {100 * case.x_req:g}%: {text}")
+
+
+if __name__ == "__main__":
+    main()
