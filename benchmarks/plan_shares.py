@@ -3,8 +3,8 @@
     PYTHONPATH=src python3 benchmarks/plan_shares.py [--models M,...] [--ratios 1,2,5,10] [--batch 8]
 
 Per (model, ratio): the dak-consolidated placement's linears with host rows, grouped by kind and
-row count, each marked "in place" (host rows <= dak.shares.ce_min_share() of the matrix, the
-untuned launcher's rule at decode) or "copy engine", plus the attentions with host requests.
+row count, each marked "in place" or "copy engine" by the planner's own rule for the untuned
+launcher (dak.planner.stream.uses_copy_engine), plus the attentions with host requests.
 The twenty-second session used it to see that no e2e plan keeps a thin in-place share on a
 matrix >= 7168 rows (what $DAK_INPLACE_TILES changes).
 """
@@ -15,18 +15,19 @@ import argparse
 from collections import Counter
 
 from dak.bench.e2e_cases import E2EConfig, plan_cases
-from dak.shares import ce_min_share
+from dak.planner.stream import many_tokens, uses_copy_engine
 
 
 def shares(placement) -> Counter:
     out: Counter = Counter()
+    many = many_tokens(placement.workload)
     for op in placement.ops:
         if op.layer is None:
             continue
         if op.host_requests:
             out[(op.kind, "host requests")] += 1
         elif op.host_rows:
-            path = "in place" if op.host_rows <= ce_min_share() * op.shape[0] else "copy engine"
+            path = "copy engine" if uses_copy_engine(op, op.host_bytes, many) else "in place"
             out[(f"{op.kind} ({op.shape[0]} rows)", path)] += 1
     return out
 
@@ -38,9 +39,13 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--free-hbm-gib", type=float, default=140.0, help="free HBM the budgets assume")
     a = ap.parse_args()
-    cfg = E2EConfig(models=tuple(a.models.split(",")), batches=(a.batch,),
-                    ratios=tuple(float(r) / 100 for r in a.ratios.split(",")), systems=("dak-consolidated",))
-    for case in plan_cases(cfg, free_hbm=int(a.free_hbm_gib * 2**30)):
+    try:
+        cfg = E2EConfig(models=tuple(a.models.split(",")), batches=(a.batch,),
+                        ratios=tuple(float(r) / 100 for r in a.ratios.split(",")), systems=("dak-consolidated",))
+        cases = plan_cases(cfg, free_hbm=int(a.free_hbm_gib * 2**30))
+    except ValueError as e:  # unknown model, ratio outside [0, 100]% or not a number, batch < 1
+        ap.error(str(e))
+    for case in cases:
         if case.placement is None:
             print(f"{case.model} {100 * case.x_req:g}%: not planned ({case.skip})")
             continue
