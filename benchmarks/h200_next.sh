@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh H52|H51|H18|H19|H20 (calls already run: benchmarks/h200_past_calls.sh, same usage)
+#   bash benchmarks/h200_next.sh H53 (calls already run: benchmarks/h200_past_calls.sh, same usage)
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -33,6 +33,12 @@ tuning_cache() {  # the committed tuning cache (every decode case of bench_linea
     cp benchmarks/results/tuning-cache-h200.json "$DAK_CACHE_DIR/split_linear.json"
 }
 case "$1" in
+H53) # (twenty-third session) H52: $DAK_INPLACE_TILES=1 took the chained heuristic from 1.25-1.35 to 0.93-1.15 x bound
+    # on OPT-30B and Llama-2-7B up_proj at N 1/8 and 0.5-1%; dak-greedy's plans keep such shares (plan_shares.py
+    # --system dak-greedy: Llama-2-7B gate/up, OPT-6.7B fc1, Llama-3-8B gate/up, OPT-30B every linear at 1-2%). e2e A/B
+    ab 280 DAK_INPLACE_TILES=1 e2e-h53 python3 -m dak bench e2e --batch 8 --models llama-2-7b,opt-6.7b,llama-3-8b,opt-30b \
+        --ratios 1,2,5 --systems dak-greedy,dak-consolidated
+    ;;
 H52) # (twenty-first session) $DAK_INPLACE_TILES=1: untuned in-place decode configs of matrices >= 7168 rows take the
     # tuner's 32/64-row tiles (H40/H41: tuned 0.92-1.11 x bound chained, heuristic 1.24-1.87 at 0.5-1%). The chained
     # bench's heuristic variant with and without it (outputs checked before timing), then the module graph test with it
@@ -72,6 +78,6 @@ H20) # (not run yet; seventeenth session) OPT's shapes have no curves in a Llama
     step 80 $e2e --hardware "$OUT/profile-opt-6.7b-h20.json" --out "$OUT/e2e-h20-calibrated.json"
     ;;
 *)  . "$(dirname "$0")/h200_past_calls.sh"  # calls already run, kept to rerun or read
-    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H52|H51|H18|H19|H20 (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
+    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H53 (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
 esac
 tail -c 3000 "$log"

@@ -1,8 +1,9 @@
 """Which host shares the e2e plans keep, and on which data path (CPU only, no GPU).
 
     PYTHONPATH=src python3 benchmarks/plan_shares.py [--models M,...] [--ratios 1,2,5,10] [--batch 8]
+        [--system dak-consolidated|dak-greedy|dak-uniform]
 
-Per (model, ratio): the dak-consolidated placement's linears with host rows, grouped by kind and
+Per (model, ratio): the placement `dak bench e2e` builds for that system (default dak-consolidated): linears with host rows, grouped by kind and
 row count, each marked "in place" or "copy engine" by the planner's own rule for the untuned
 launcher (dak.planner.stream.uses_copy_engine), plus the attentions with host requests.
 The twenty-second session used it to see that no e2e plan keeps a thin in-place share on a
@@ -37,11 +38,12 @@ def main() -> None:
     ap.add_argument("--models", default="llama-2-7b,llama-3-8b,opt-6.7b,opt-30b")
     ap.add_argument("--ratios", default="1,2,5,10", help="offload ratios in percent")
     ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--system", default="dak-consolidated", choices=("dak-consolidated", "dak-greedy", "dak-uniform"))
     ap.add_argument("--free-hbm-gib", type=float, default=140.0, help="free HBM the budgets assume")
     a = ap.parse_args()
     try:
         cfg = E2EConfig(models=tuple(a.models.split(",")), batches=(a.batch,),
-                        ratios=tuple(float(r) / 100 for r in a.ratios.split(",")), systems=("dak-consolidated",))
+                        ratios=tuple(float(r) / 100 for r in a.ratios.split(",")), systems=(a.system,))
         cases = plan_cases(cfg, free_hbm=int(a.free_hbm_gib * 2**30))
     except ValueError as e:  # unknown model, ratio outside [0, 100]% or not a number, batch < 1
         ap.error(str(e))
@@ -51,7 +53,7 @@ def main() -> None:
             continue
         layers = shares(case.placement)
         text = "; ".join(f"{k} {p} x{n}" for (k, p), n in sorted(layers.items())) or "no layer share on the host"
-        print(f"{case.model} {100 * case.x_req:g}%: {text}")
+        print(f"{case.model} {100 * case.x_req:g}% {a.system}: {text}")
 
 
 if __name__ == "__main__":
