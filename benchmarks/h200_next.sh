@@ -39,44 +39,6 @@ H53) # (twenty-third session) H52: $DAK_INPLACE_TILES=1 took the chained heurist
     ab 280 DAK_INPLACE_TILES=1 e2e-h53 python3 -m dak bench e2e --batch 8 --models llama-2-7b,opt-6.7b,llama-3-8b,opt-30b \
         --ratios 1,2,5 --systems dak-greedy,dak-consolidated
     ;;
-H52) # (twenty-first session) $DAK_INPLACE_TILES=1: untuned in-place decode configs of matrices >= 7168 rows take the
-    # tuner's 32/64-row tiles (H40/H41: tuned 0.92-1.11 x bound chained, heuristic 1.24-1.87 at 0.5-1%). The chained
-    # bench's heuristic variant with and without it (outputs checked before timing), then the module graph test with it
-    tuning_cache
-    ab 200 DAK_INPLACE_TILES=1 linear-h52 python3 -u benchmarks/bench_linear.py --tokens 1,8,32 --chained \
-        --ratios 0.5,1,2 --shapes opt-30b.qkvo,opt-30b.fc2,llama3-70b.qo,llama3-70b.down,llama2-7b.up
-    step 120 env DAK_INPLACE_TILES=1 python3 -u -m pytest -q -p no:cacheprovider tests/test_split_linear_gpu.py \
-        -k "module_under_cuda_graph or copy_engine_path"
-    ;;
-H51) # (twenty-first session) the standalone copy-engine attention forks again (H46/H48); does the decode step's attention,
-    # copied a layer ahead, gain from forking its staged part too ($DAK_KV_AHEAD_FORK=1)? Plans with host K/V, A/B twice;
-    # then the KV copy-ahead GPU tests with it on
-    for run in 1 2; do
-        ab 150 DAK_KV_AHEAD_FORK=1 "e2e-h51-$run" python3 -m dak bench e2e --batch 8 --models opt-6.7b,opt-30b --ratios 10 \
-            --systems dak-consolidated
-    done
-    step 100 env DAK_KV_AHEAD_FORK=1 python3 -u -m pytest -q -p no:cacheprovider tests/test_kv_ahead.py
-    ;;
-H18) # (not run yet; seventeenth session) 69d37af, CPU-tested only: calibrated profiles inherit the preset's fitted
-    # copy-engine start-up, in-place and host-KV excess (dak calibrate --base/--rebase), and the chain model prices
-    # copy-engine linears' HBM rows on the measured all-HBM time. H17's consolidated plans on the calibrated profile
-    # were 0.79-0.98x the preset's at 2-10%: both profiles side by side again
-    e2e="python3 -m dak bench e2e --models llama-2-7b --batch 8 --ratios 1,2,5,10 --systems dak-greedy,dak-consolidated"
-    step 90 $e2e --out "$OUT/e2e-h18-preset.json"
-    step 90 $e2e --hardware benchmarks/profiles/h200-llama-2-7b-h17-inherited.json --out "$OUT/e2e-h18-calibrated.json"
-    ;;
-H19) # (not run yet; seventeenth session) the CE_GEMV / SPLIT_GEMV_TILES GPU tests, which ran past H14's 110 s step
-    step 300 env DAK_CE_GEMV=1 DAK_SPLIT_GEMV_TILES=1 python3 -u -m pytest -q -p no:cacheprovider \
-        tests/test_split_linear_gpu.py tests/test_copy_ahead_gpu.py
-    ;;
-H20) # (not run yet; seventeenth session) OPT's shapes have no curves in a Llama profile: calibrate OPT-6.7B, then its
-    # e2e rows on the calibrated profile and on the preset, same call
-    step 120 python3 -m dak calibrate --model opt-6.7b --no-tune --prompt-len 32 --gen-len 32 --no-progress \
-        --out "$OUT/profile-opt-6.7b-h20.json"
-    e2e="python3 -m dak bench e2e --models opt-6.7b --batch 8 --ratios 0,1,2,5 --systems dak-greedy,dak-consolidated"
-    step 80 $e2e --out "$OUT/e2e-h20-preset.json"
-    step 80 $e2e --hardware "$OUT/profile-opt-6.7b-h20.json" --out "$OUT/e2e-h20-calibrated.json"
-    ;;
 *)  . "$(dirname "$0")/h200_past_calls.sh"  # calls already run, kept to rerun or read
     past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H53 (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
 esac

@@ -106,12 +106,15 @@ INPLACE_TILE_ROWS = 7168  # matrices this tall or taller: see inplace_tiles_enab
 
 
 def inplace_tiles_enabled() -> bool:
-    """$DAK_INPLACE_TILES=1 (an experiment, off until measured on the GPU): untuned decode configs
+    """$DAK_INPLACE_TILES=1 (an experiment, off until measured end to end): untuned decode configs
     of the in-place split kernel (host rows read by SM loads, no copy engine) on matrices of at
     least INPLACE_TILE_ROWS rows take 32-row tiles at 1-16 tokens and 64-row tiles at 17-32, where
     the heuristic otherwise takes 16 below ~17k rows. The tuner's configs for such thin host
     shares (H40/H41, twentieth session, chained as a decode step runs them) were 32/64-row tiles
-    at 0.92-1.11 x bound where the heuristic's were 1.24-1.87."""
+    at 0.92-1.11 x bound where the heuristic's were 1.24-1.87. H52 (twenty-third session, chained,
+    heuristic variant): at 1-8 tokens and 0.5-1.1% 1.25-1.35 -> 0.93-1.15 x bound on OPT-30B and
+    Llama-2-7B up_proj, 1.28-1.32 -> 1.18-1.21 on Llama-3-70B at 0.6%, but 1.30-1.36 -> 1.38-1.40 on
+    Llama-3-70B at 1.2%; at 32 tokens (64-row tiles) Llama-2-7B up_proj 1.34 -> 1.53."""
     return env_flag("DAK_INPLACE_TILES", False)
 
 
@@ -166,11 +169,12 @@ def attention_ce_fork_enabled() -> bool:
 
 
 def kv_ahead_fork_enabled() -> bool:
-    """$DAK_KV_AHEAD_FORK=1 (an experiment, off until measured end to end): the decode step's
-    attention, whose host K/V were copied a layer ahead (dak.runtime.kv_ahead), attends the staged
-    requests on a forked side stream beside the others, as the standalone path does
-    (attention_ce_fork_enabled); by default on the caller's stream after them, unless
-    ce_fork_enabled()."""
+    """$DAK_KV_AHEAD_FORK=1 (an experiment, off): the decode step's attention, whose host K/V were
+    copied a layer ahead (dak.runtime.kv_ahead), attends the staged requests on a forked side
+    stream beside the others, as the standalone path does (attention_ce_fork_enabled); by default
+    on the caller's stream after them, unless ce_fork_enabled(). H51 (H200, twenty-third session,
+    e2e batch 8 at 10%, twice): forked 3% slower on OPT-6.7B (25.98 vs 25.18-25.23 ms) and 1-2% on
+    OPT-30B (113.5-114.1 vs 111.7-112.1 ms), so it stays off."""
     return env_flag("DAK_KV_AHEAD_FORK", False) or ce_fork_enabled()
 
 
