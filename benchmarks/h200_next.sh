@@ -39,6 +39,7 @@ H53) # (twenty-third session) H52: $DAK_INPLACE_TILES=1 took the chained heurist
     # consolidated plans keep none, so they are left out). e2e A/B of dak-greedy
     ab 200 DAK_INPLACE_TILES=1 e2e-h53 python3 -m dak bench e2e --batch 8 --models llama-2-7b,opt-6.7b,llama-3-8b,opt-30b \
         --ratios 1,2 --systems dak-greedy
+    step 150 env DAK_INPLACE_TILES=1 python3 -u -m pytest -q -p no:cacheprovider tests/test_split_linear_gpu.py
     ;;
 *)  . "$(dirname "$0")/h200_past_calls.sh"  # calls already run, kept to rerun or read
     past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H53 (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
