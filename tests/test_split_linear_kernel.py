@@ -191,20 +191,21 @@ def test_gemv_tiles_for_in_place_decode_configs(monkeypatch):
         check(out, ref, dtype, f"gemv tiles {cfg} {dtype}")
 
 
-def test_inplace_tiles_experiment_takes_the_tuners_row_tiles(monkeypatch):
-    """$DAK_INPLACE_TILES=1: untuned in-place decode configs of matrices with >= 7168 rows take
-    32-row tiles at 1-16 tokens and 64 at 17-32 (16 without it); copy-engine configs, large N
-    and shorter matrices keep the heuristic's tiles."""
+def test_inplace_tiles_take_the_tuners_row_tiles(monkeypatch):
+    """By default untuned in-place decode configs of matrices with >= 7168 rows take 32-row tiles
+    at 1-16 tokens ($DAK_INPLACE_TILES=0: 16); 17-32 tokens, copy-engine configs, large N and
+    shorter matrices keep the heuristic's tiles."""
     import dak.kernels.config as config
     monkeypatch.setattr(config, "interpreting", lambda: False)  # the interpreter forces 64-row tiles
-    monkeypatch.delenv("DAK_INPLACE_TILES", raising=False)
-    cases = [(1, 48, 7120, 7168), (8, 96, 8096, 8192), (32, 48, 7120, 28672)]
+    cases = [(1, 48, 7120, 7168), (8, 96, 8096, 8192), (16, 128, 10880, 4096)]
+    monkeypatch.setenv("DAK_INPLACE_TILES", "0")
     off = [config.heuristic_config(n, mh, mg, k, 132, True) for n, mh, mg, k in cases]
     assert [c.block_m for c in off] == [16, 16, 16] and all(c.ce_share == 0 for c in off)
-    monkeypatch.setenv("DAK_INPLACE_TILES", "1")
+    monkeypatch.delenv("DAK_INPLACE_TILES", raising=False)
     on = [config.heuristic_config(n, mh, mg, k, 132, True) for n, mh, mg, k in cases]
-    assert [c.block_m for c in on] == [32, 32, 64] and all(c.ce_share == 0 for c in on)
+    assert [c.block_m for c in on] == [32, 32, 32] and all(c.ce_share == 0 for c in on)
     assert all(c.host_programs >= 1 and c.host_split_k >= 1 for c in on)
+    assert config.heuristic_config(32, 48, 7120, 28672, 132, True).block_m == 16  # 17-32 tokens
     assert config.heuristic_config(8, 48, 4048, 4096, 132, True).block_m == 16  # shorter matrix
     staged = config.heuristic_config(8, 512, 6656, 7168, 132, True)  # 7%: copy engine
     assert staged.ce_share == 1.0 and staged.block_m == 16

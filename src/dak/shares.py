@@ -106,16 +106,19 @@ INPLACE_TILE_ROWS = 7168  # matrices this tall or taller: see inplace_tiles_enab
 
 
 def inplace_tiles_enabled() -> bool:
-    """$DAK_INPLACE_TILES=1 (an experiment, off until measured end to end): untuned decode configs
-    of the in-place split kernel (host rows read by SM loads, no copy engine) on matrices of at
-    least INPLACE_TILE_ROWS rows take 32-row tiles at 1-16 tokens and 64-row tiles at 17-32, where
-    the heuristic otherwise takes 16 below ~17k rows. The tuner's configs for such thin host
-    shares (H40/H41, twentieth session, chained as a decode step runs them) were 32/64-row tiles
-    at 0.92-1.11 x bound where the heuristic's were 1.24-1.87. H52 (twenty-third session, chained,
-    heuristic variant): at 1-8 tokens and 0.5-1.1% 1.25-1.35 -> 0.93-1.15 x bound on OPT-30B and
-    Llama-2-7B up_proj, 1.28-1.32 -> 1.18-1.21 on Llama-3-70B at 0.6%, but 1.30-1.36 -> 1.38-1.40 on
-    Llama-3-70B at 1.2%; at 32 tokens (64-row tiles) Llama-2-7B up_proj 1.34 -> 1.53."""
-    return env_flag("DAK_INPLACE_TILES", False)
+    """Untuned decode configs of the in-place split kernel (host rows read by SM loads, no copy
+    engine) at 1-16 tokens on matrices of at least INPLACE_TILE_ROWS rows take 32-row tiles, the
+    tuner's choice for such thin host shares, where the heuristic otherwise takes 16 below ~17k
+    rows. On by default since the twenty-third session; $DAK_INPLACE_TILES=0 turns it off.
+    Measured on the H200 (chained as a decode step runs them, heuristic variant, H52): at 1-8
+    tokens and 0.5-1.1% host rows 1.25-1.35 -> 0.93-1.03 x bound on OPT-30B q/k/v/o and fc2,
+    1.30-1.33 -> 1.09-1.25 on Llama-2-7B up_proj, 1.27-1.32 -> 1.18-1.22 on Llama-3-70B at 0.6%,
+    but 1.30-1.36 -> 1.38-1.40 on Llama-3-70B at 1.2%. At 17-32 tokens 64-row tiles were mixed
+    (OPT-30B 1.31-1.40 -> 1.12-1.23, Llama-2-7B up_proj 1.34 -> 1.53): not taken. End to end
+    (H53, batch 8, dak-greedy, whose plans keep such shares): OPT-30B at 1% 20.89 -> 17.48 ms,
+    Llama-3-8B at 1/2% 5.38 -> 5.00, OPT-6.7B 1/2% 5.12 / 7.00 -> 5.17 / 6.84, Llama-2-7B 1/2%
+    4.68 / 4.72 -> 4.57 / 5.00 (the same placement at both ratios)."""
+    return env_flag("DAK_INPLACE_TILES", True)
 
 
 def copy_stream_count() -> int:

@@ -178,8 +178,8 @@ def heuristic_config(n_tokens: int, m_host: int, m_hbm: int, k: int, sms: int, t
         block_m = max(block_m, 32)
     many = n_tokens > MAX_DECODE_TOKENS  # prefill / large batch: cuBLAS GEMMs, host rows staged
     ce = many or m_host > ce_min_share() * m_total  # every host row staged by the copy engine
-    if m_host and not ce and m_total >= INPLACE_TILE_ROWS and inplace_tiles_enabled():
-        block_m = 64 if block_n >= 32 else 32  # thin in-place shares: the tuner's tiles (experiment)
+    if m_host and not ce and block_n == 16 and m_total >= INPLACE_TILE_ROWS and inplace_tiles_enabled():
+        block_m = 32  # thin in-place shares at 1-16 tokens: the tuner's tiles (H52, H53)
     if interpreting():  # the CPU interpreter pays per tile iteration: fewer, larger tiles
         block_m = 64
     block_k, stages, hbm_programs = pick_block_k(k), 3 if block_n <= 32 else 2, 2 * sms
