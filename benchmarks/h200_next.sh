@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh H54 (calls already run: benchmarks/h200_past_calls.sh, same usage)
+#   bash benchmarks/h200_next.sh H55 (calls already run: benchmarks/h200_past_calls.sh, same usage)
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -33,21 +33,13 @@ tuning_cache() {  # the committed tuning cache (every decode case of bench_linea
     cp benchmarks/results/tuning-cache-h200.json "$DAK_CACHE_DIR/split_linear.json"
 }
 case "$1" in
-H54) # (twenty-third session) the in-place tiles on by default at 1-16 tokens (H52, H53): the split-linear GPU file on
-    # the new default (H53's step ran past 150 s), then dak-greedy at 1% where H53 moved most
-    step 270 python3 -u -m pytest -q -p no:cacheprovider tests/test_split_linear_gpu.py
-    step 90 python3 -m dak bench e2e --batch 8 --models llama-3-8b,opt-30b --ratios 1 --systems dak-greedy \
-        --out "$OUT/e2e-h54.json"
-    ;;
-H53) # (twenty-third session) H52: $DAK_INPLACE_TILES=1 took the chained heuristic from 1.25-1.35 to 0.93-1.15 x bound
-    # on OPT-30B and Llama-2-7B up_proj at N 1/8 and 0.5-1%; dak-greedy's plans keep such shares (plan_shares.py
-    # --system dak-greedy: Llama-2-7B gate/up, OPT-6.7B fc1, Llama-3-8B gate/up, OPT-30B every linear at 1-2%; the
-    # consolidated plans keep none, so they are left out). e2e A/B of dak-greedy
-    ab 200 DAK_INPLACE_TILES=1 e2e-h53 python3 -m dak bench e2e --batch 8 --models llama-2-7b,opt-6.7b,llama-3-8b,opt-30b \
-        --ratios 1,2 --systems dak-greedy
-    step 150 env DAK_INPLACE_TILES=1 python3 -u -m pytest -q -p no:cacheprovider tests/test_split_linear_gpu.py
+H55) # (twenty-third session) the e2e table's rows whose consolidated lm_head keeps a thin in-place share, on the
+    # 32-row in-place default (b905a6e): Llama-2-7B at 2% (448 of 32000 rows), OPT-30B at 5% (768 of 50272); prefetch beside
+    e2e="python3 -m dak bench e2e --batch 8 --append --systems dak-consolidated,prefetch --out $OUT/e2e-h55.json"
+    step 90 $e2e --models llama-2-7b --ratios 2
+    step 100 $e2e --models opt-30b --ratios 5
     ;;
 *)  . "$(dirname "$0")/h200_past_calls.sh"  # calls already run, kept to rerun or read
-    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H54 (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
+    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H55 (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
 esac
 tail -c 3000 "$log"

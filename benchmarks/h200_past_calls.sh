@@ -3,6 +3,20 @@
 # (step, ab, curves_ab) and $OUT, $log are set. past_call NAME runs one; unknown names return 2.
 past_call() {
 case "$1" in
+H54) # (ran: twenty-third session) the in-place tiles on by default at 1-16 tokens (H52, H53): the split-linear GPU file on
+    # the new default (H53's step ran past 150 s), then dak-greedy at 1% where H53 moved most
+    step 270 python3 -u -m pytest -q -p no:cacheprovider tests/test_split_linear_gpu.py
+    step 90 python3 -m dak bench e2e --batch 8 --models llama-3-8b,opt-30b --ratios 1 --systems dak-greedy \
+        --out "$OUT/e2e-h54.json"
+    ;;
+H53) # (ran: twenty-third session) H52: $DAK_INPLACE_TILES=1 took the chained heuristic from 1.25-1.35 to 0.93-1.15 x bound
+    # on OPT-30B and Llama-2-7B up_proj at N 1/8 and 0.5-1%; dak-greedy's plans keep such shares (plan_shares.py
+    # --system dak-greedy: Llama-2-7B gate/up, OPT-6.7B fc1, Llama-3-8B gate/up, OPT-30B every linear at 1-2%; the
+    # consolidated plans keep none, so they are left out). e2e A/B of dak-greedy
+    ab 200 DAK_INPLACE_TILES=1 e2e-h53 python3 -m dak bench e2e --batch 8 --models llama-2-7b,opt-6.7b,llama-3-8b,opt-30b \
+        --ratios 1,2 --systems dak-greedy
+    step 150 env DAK_INPLACE_TILES=1 python3 -u -m pytest -q -p no:cacheprovider tests/test_split_linear_gpu.py
+    ;;
 H52) # (ran: twenty-third session; twenty-first session) $DAK_INPLACE_TILES=1: untuned in-place decode configs of matrices >= 7168 rows take the
     # tuner's 32/64-row tiles (H40/H41: tuned 0.92-1.11 x bound chained, heuristic 1.24-1.87 at 0.5-1%). The chained
     # bench's heuristic variant with and without it (outputs checked before timing), then the module graph test with it
