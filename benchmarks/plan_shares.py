@@ -1,7 +1,7 @@
 """Which host shares the e2e plans keep, and on which data path (CPU only, no GPU).
 
     PYTHONPATH=src python3 benchmarks/plan_shares.py [--models M,...] [--ratios 1,2,5,10] [--batch 8]
-        [--system dak-consolidated|dak-greedy|dak-uniform]
+        [--system dak-consolidated|dak-greedy|dak-uniform] [--hardware PRESET|PROFILE.json]
 
 Per (model, ratio): the placement `dak bench e2e` builds for that system (default dak-consolidated): linears with host rows, grouped by kind and
 row count, each marked "in place" or "copy engine" by the planner's own rule for the untuned
@@ -39,13 +39,14 @@ def main() -> None:
     ap.add_argument("--ratios", default="1,2,5,10", help="offload ratios in percent")
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--system", default="dak-consolidated", choices=("dak-consolidated", "dak-greedy", "dak-uniform"))
+    ap.add_argument("--hardware", default="h200-pcie", help="preset name or calibrated profile JSON")
     ap.add_argument("--free-hbm-gib", type=float, default=140.0, help="free HBM the budgets assume")
     a = ap.parse_args()
     try:
         cfg = E2EConfig(models=tuple(a.models.split(",")), batches=(a.batch,),
-                        ratios=tuple(float(r) / 100 for r in a.ratios.split(",")), systems=(a.system,))
+                        ratios=tuple(float(r) / 100 for r in a.ratios.split(",")), systems=(a.system,), hardware=a.hardware)
         cases = plan_cases(cfg, free_hbm=int(a.free_hbm_gib * 2**30))
-    except ValueError as e:  # unknown model, ratio outside [0, 100]% or not a number, batch < 1
+    except (ValueError, OSError) as e:  # unknown model or profile, ratio outside [0, 100]% or not a number, batch < 1
         ap.error(str(e))
     for case in cases:
         if case.placement is None:
