@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh H55 (calls already run: benchmarks/h200_past_calls.sh, same usage)
+#   bash benchmarks/h200_next.sh H55|H57 (calls already run: benchmarks/h200_past_calls.sh, same usage)
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -39,7 +39,14 @@ H55) # (twenty-third session) the e2e table's rows whose consolidated lm_head ke
     step 90 $e2e --models llama-2-7b --ratios 2
     step 100 $e2e --models opt-30b --ratios 5
     ;;
+H57) # (twenty-third session) issue 4's one all-HBM miss: Llama-3-8B batch 8 context 256 at 0.896x torch (H48), whose
+    # heuristic splits the sequence in two (a merge launch); the tuner's sweep there and at 2048, heuristic beside
+    step 120 python3 -u benchmarks/bench_attention.py --models llama3-8b --batches 8 --contexts 256,2048 --fractions 0 \
+        --host-paths plain --out "$OUT/attention-h57-heuristic.json"
+    step 240 python3 -u benchmarks/bench_attention.py --models llama3-8b --batches 8 --contexts 256,2048 --fractions 0 \
+        --host-paths plain --tune --out "$OUT/attention-h57-tuned.json"
+    ;;
 *)  . "$(dirname "$0")/h200_past_calls.sh"  # calls already run, kept to rerun or read
-    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H55 (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
+    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H55|H57 (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
 esac
 tail -c 3000 "$log"
