@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh H55|H57 (calls already run: benchmarks/h200_past_calls.sh, same usage)
+#   bash benchmarks/h200_next.sh H55|H57|H58 (calls already run: benchmarks/h200_past_calls.sh, same usage)
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -46,7 +46,13 @@ H57) # (twenty-third session) issue 4's one all-HBM miss: Llama-3-8B batch 8 con
     step 240 python3 -u benchmarks/bench_attention.py --models llama3-8b --batches 8 --contexts 256,2048 --fractions 0 \
         --host-paths plain --tune --out "$OUT/attention-h57-tuned.json"
     ;;
+H58) # (twenty-third session) OPT-6.7B's all-HBM step is 0.87 x bound (4.21 ms; its GEMVs alone sum to ~3.66), Llama-2-7B's
+    # 0.93: where the 17 vs 11 us a layer outside the GEMVs go, per kernel inside the captured graph, both at x = 0
+    for m in opt-6.7b llama-2-7b; do
+        step 120 python3 -u benchmarks/profile_step.py --model $m --ratios 0 --out "$OUT/step-$m-h58.json"
+    done
+    ;;
 *)  . "$(dirname "$0")/h200_past_calls.sh"  # calls already run, kept to rerun or read
-    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H55|H57 (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
+    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H55|H57|H58 (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
 esac
 tail -c 3000 "$log"
