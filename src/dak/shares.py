@@ -117,7 +117,7 @@ def inplace_tiles_enabled() -> bool:
     (OPT-30B 1.31-1.40 -> 1.12-1.23, Llama-2-7B up_proj 1.34 -> 1.53): not taken. End to end
     (H53, batch 8, dak-greedy, whose plans keep such shares): OPT-30B at 1% 20.89 -> 17.48 ms,
     Llama-3-8B at 1/2% 5.38 -> 5.00, OPT-6.7B 1/2% 5.12 / 7.00 -> 5.17 / 6.84, Llama-2-7B 1/2%
-    4.68 / 4.72 -> 4.57 / 5.00 (the same placement at both ratios)."""
+    4.68 / 4.72 -> 4.57 / 5.00 (the same linears split at both ratios)."""
     return env_flag("DAK_INPLACE_TILES", True)
 
 
