@@ -3,11 +3,13 @@
     PYTHONPATH=src python3 benchmarks/plan_shares.py [--models M,...] [--ratios 1,2,5,10] [--batch 8]
         [--system dak-consolidated|dak-greedy|dak-uniform] [--hardware PRESET|PROFILE.json]
 
-Per (model, ratio): the placement `dak bench e2e` builds for that system (default dak-consolidated): linears with host rows, grouped by kind and
-row count, each marked "in place" or "copy engine" by the planner's own rule for the untuned
-launcher (dak.planner.stream.uses_copy_engine), plus the attentions with host requests.
-The twenty-second session used it to see that no e2e plan keeps a thin in-place share on a
-matrix >= 7168 rows (what $DAK_INPLACE_TILES changes).
+Per (model, ratio): the placement `dak bench e2e` builds for that system (default
+dak-consolidated): linears with host rows, grouped by kind and row count, each marked "in place"
+or "copy engine" by the planner's own rule for the untuned launcher
+(dak.planner.stream.uses_copy_engine), plus the attentions with host requests. The twenty-second
+session used it to see that no consolidated plan keeps a thin in-place share on a layer matrix
+>= 7168 rows (where the 32-row in-place tiles of dak.shares.inplace_tiles_enabled act); the
+twenty-third that dak-greedy's plans do.
 """
 
 from __future__ import annotations
@@ -44,7 +46,8 @@ def main() -> None:
     a = ap.parse_args()
     try:
         cfg = E2EConfig(models=tuple(a.models.split(",")), batches=(a.batch,),
-                        ratios=tuple(float(r) / 100 for r in a.ratios.split(",")), systems=(a.system,), hardware=a.hardware)
+                        ratios=tuple(float(r) / 100 for r in a.ratios.split(",")), systems=(a.system,),
+                        hardware=a.hardware)
         cases = plan_cases(cfg, free_hbm=int(a.free_hbm_gib * 2**30))
     except (ValueError, OSError) as e:  # unknown model or profile, ratio outside [0, 100]% or not a number, batch < 1
         ap.error(str(e))
