@@ -138,7 +138,8 @@ def bench_shape(name, b, s, c, counts, pool, b_h_gbs, dtype, paths, tune, rows, 
                 return split_attention_ce(q, kh, vh, k[b_h:], v[b_h:], lengths, cf, sms, (k[:b_h], v[:b_h]),
                                           validate=validate)
             if tune:
-                cfg, trials = sweep(run, b_h, b - b_h, hkv, hq // hkv, s, d, sms, path == "tma", path == "ce")
+                cfg, trials = sweep([lambda cf, k=k, v=v: run(cf, k, v) for k, v in kv], b_h, b - b_h, hkv,
+                                    hq // hkv, s, d, sms, path == "tma", path == "ce")  # rotated: misses L2
             errs[path] = rel_err(run(cfg, validate=True), ref)
             t_paths[path] = timed([lambda k=k, v=v, cfg=cfg: run(cfg, k, v) for k, v in kv])
             cfgs[path] = cfg.to_dict()

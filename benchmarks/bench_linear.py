@@ -87,7 +87,8 @@ def bench_shape(name, m, k, tokens, ratios, b_h, dtype, tune, row_tile, rows_out
         # dak's own kernel on an all-HBM weight: how close its HBM path is to cuBLAS
         out0 = torch.empty(n, m, device="cuda", dtype=dtype)
         cfg0, _, _ = tuned(dtype, n, 0, m, k, sms, True,
-                           lambda cf: split_linear_ce(x, pinned.tensor[:0], w_gpu[0], None, cf, None, sms, out=out0))
+                           [lambda cf, w=w: split_linear_ce(x, pinned.tensor[:0], w, None, cf, None, sms, out=out0)
+                            for w in w_gpu])
         t_kernel_hbm = graph_time_ms([lambda w=w: split_linear_ce(x, pinned.tensor[:0], w, None, cfg0, None,
                                                                   sms, out=out0) for w in w_gpu])
         print(f"{name:16s} N={n:4d} all-HBM: torch {t_torch*1e3:.1f}us, dak kernel {t_kernel_hbm*1e3:.1f}us",
@@ -109,7 +110,8 @@ def bench_shape(name, m, k, tokens, ratios, b_h, dtype, tune, row_tile, rows_out
                 def run(cf, p=parts[0]):
                     return run_split_linear(x, *p, None, cf, sms, stage, out=out)
                 if tune:
-                    cfg, trials, from_cache = tuned(dtype, n, m_h, m - m_h, k, sms, tma_ok, run)
+                    cfg, trials, from_cache = tuned(dtype, n, m_h, m - m_h, k, sms, tma_ok,
+                                                    [lambda cf, p=p: run(cf, p) for p in parts])
                 else:
                     cfg = heuristic_config(n, m_h, m - m_h, k, sms, tma_ok)
                 t_dak = graph_time_ms([lambda p=p: run(cfg, p) for p in parts])

@@ -3,6 +3,25 @@
 # (step, ab, curves_ab) and $OUT, $log are set. past_call NAME runs one; unknown names return 2.
 past_call() {
 case "$1" in
+H55) # (ran: twenty-fourth session; twenty-third session) the e2e table's rows whose consolidated lm_head keeps a thin in-place share, on the
+    # 32-row in-place default (b905a6e): Llama-2-7B at 2% (448 of 32000 rows), OPT-30B at 5% (768 of 50272); prefetch beside
+    e2e="python3 -m dak bench e2e --batch 8 --append --systems dak-consolidated,prefetch --out $OUT/e2e-h55.json"
+    step 90 $e2e --models llama-2-7b --ratios 2
+    step 100 $e2e --models opt-30b --ratios 5
+    ;;
+H57) # (ran: twenty-fourth session; twenty-third session) issue 4's one all-HBM miss: Llama-3-8B batch 8 context 256 at 0.896x torch (H48), whose
+    # heuristic splits the sequence in two (a merge launch); the tuner's sweep there and at 2048, heuristic beside
+    step 120 python3 -u benchmarks/bench_attention.py --models llama3-8b --batches 8 --contexts 256,2048 --fractions 0 \
+        --host-paths plain --out "$OUT/attention-h57-heuristic.json"
+    step 240 python3 -u benchmarks/bench_attention.py --models llama3-8b --batches 8 --contexts 256,2048 --fractions 0 \
+        --host-paths plain --tune --out "$OUT/attention-h57-tuned.json"
+    ;;
+H58) # (ran: twenty-fourth session; twenty-third session) OPT-6.7B's all-HBM step is 0.87 x bound (4.21 ms; its GEMVs alone sum to ~3.66), Llama-2-7B's
+    # 0.93: where the 17 vs 11 us a layer outside the GEMVs go, per kernel inside the captured graph, both at x = 0
+    for m in opt-6.7b llama-2-7b; do
+        step 120 python3 -u benchmarks/profile_step.py --model $m --ratios 0 --out "$OUT/step-$m-h58.json"
+    done
+    ;;
 H54) # (ran: twenty-third session) the in-place tiles on by default at 1-16 tokens (H52, H53): the split-linear GPU file on
     # the new default (H53's step ran past 150 s), then dak-greedy at 1% where H53 moved most
     step 270 python3 -u -m pytest -q -p no:cacheprovider tests/test_split_linear_gpu.py

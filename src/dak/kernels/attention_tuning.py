@@ -10,12 +10,11 @@ lives in $DAK_CACHE_DIR (default ~/.cache/dak)/split_attention.json.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Callable
 
 import torch
 
 from dak.kernels.attention_config import MAX_SPLITS, AttentionConfig, finalize, heuristic_config
-from dak.kernels.config_cache import ConfigCache, time_or_inf
+from dak.kernels.config_cache import ConfigCache, Runs, as_runs, time_or_inf
 
 CACHE: ConfigCache[AttentionConfig] = ConfigCache("split_attention", AttentionConfig, AttentionConfig.to_dict)
 
@@ -47,19 +46,21 @@ def _knobs(b_h: int, b_g: int, tma_ok: bool, staging: bool):
     return knobs
 
 
-def sweep(run: Callable[[AttentionConfig], object], b_h: int, b_g: int, kv_heads: int, group: int,
+def sweep(run: Runs, b_h: int, b_g: int, kv_heads: int, group: int,
           max_len: int, head_dim: int, sms: int, tma_ok: bool, staging: bool = False
           ) -> tuple[AttentionConfig, list[tuple[dict, float]]]:
-    """Coordinate-descent sweep; `run(cfg)` launches once. Returns (best, [(config, ms)])."""
+    """Coordinate-descent sweep; `run(cfg)` launches once (a list of such: the same launch over
+    different buffers, rotated so that the timing misses L2). Returns (best, [(config, ms)])."""
     if torch.cuda.is_current_stream_capturing():
         raise RuntimeError("split-attention tuning cannot run inside CUDA graph capture; "
                            "call prepare_decode() before capturing")
     seen: dict[AttentionConfig, float] = {}
+    runs = as_runs(run)
 
     def measure(cfg: AttentionConfig, keep: bool) -> tuple[AttentionConfig, float]:
         cfg = finalize(cfg, b_h, b_g, kv_heads, max_len, sms, keep_splits=keep)
         if cfg not in seen:
-            seen[cfg] = time_or_inf(lambda: run(cfg))
+            seen[cfg] = time_or_inf(*[lambda r=r: r(cfg) for r in runs])
         return cfg, seen[cfg]
 
     best, best_t = measure(heuristic_config(b_h, b_g, kv_heads, group, max_len, head_dim, sms, staging), True)
@@ -71,7 +72,7 @@ def sweep(run: Callable[[AttentionConfig], object], b_h: int, b_g: int, kv_heads
     return best, [(c.to_dict(), t) for c, t in seen.items()]
 
 
-def get_or_tune(key: str, run: Callable[[AttentionConfig], object], b_h: int, b_g: int,
+def get_or_tune(key: str, run: Runs, b_h: int, b_g: int,
                 kv_heads: int, group: int, max_len: int, head_dim: int, sms: int, tma_ok: bool,
                 tune: bool, staging: bool = False) -> AttentionConfig:
     """The cached config for `key`, else a swept one (tune=True, saved to disk) or the heuristic."""

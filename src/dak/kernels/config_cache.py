@@ -59,6 +59,17 @@ class ConfigCache(Generic[T]):
             pass  # a read-only home only costs a re-tune next time
 
 
+Runs = Callable[[T], object] | list[Callable[[T], object]]  # a tuner's launch(es) of one config
+
+
+def as_runs(run) -> list:
+    """A sweep's `run` as a list: one launch, or the same launch over rotated buffers."""
+    runs = list(run) if isinstance(run, (list, tuple)) else [run]
+    if not runs or not all(callable(r) for r in runs):
+        raise ValueError("run must be a callable taking a config, or a non-empty list of them")
+    return runs
+
+
 def time_or_inf(*fns: Callable[[], object]) -> float:
     """Milliseconds of one call by short CUDA-graph replay (`fns`: equivalent calls over different
     buffers, rotated so that back-to-back calls do not hit L2); inf when a call raises the

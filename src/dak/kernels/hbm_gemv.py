@@ -43,6 +43,7 @@ from triton.runtime.errors import OutOfResources
 from dak.kernels.config_cache import ConfigCache, time_or_inf
 from dak.kernels.fused_layer import silu_mul
 from dak.kernels.fused_ops import need_kernel_device
+from dak.kernels.timing import l2_copies
 from dak.runtime_env import KERNEL_DTYPES, env_flag, gpu_name, interpreting
 
 MAX_TOKENS = 16  # the token tile: tl.dot needs >= 16 rows, and one tile covers every decode token
@@ -241,14 +242,7 @@ def tune_gemv(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None) -> Ge
 
 def weight_copies(w: torch.Tensor) -> list[torch.Tensor]:
     """`w` and as many copies of it as make >= 128 MB together (at most 7 copies)."""
-    extra = min(7, max(0, -(-128_000_000 // max(1, w.numel() * w.element_size())) - 1))
-    copies = [w]
-    for _ in range(extra):
-        try:
-            copies.append(w.clone())
-        except torch.cuda.OutOfMemoryError:  # a full GPU: time over fewer copies (some L2 hits)
-            break
-    return copies
+    return [c for (c,) in l2_copies((w,))]
 
 
 def config_for(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, tune: bool) -> GemvConfig:

@@ -17,10 +17,10 @@ import json
 import os
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable
 
 import torch
 
+from dak.kernels.config_cache import Runs, as_runs
 from dak.kernels.timing import graph_time_ms
 from dak.kernels.config import KernelConfig, block_n_for, finalize, heuristic_config, next_pow2
 
@@ -103,9 +103,10 @@ def _knobs(n: int, m_h: int, m_g: int, sms: int, tma_ok: bool):
         yield "ce_share", [0.25, 0.75, 0.9]
 
 
-def sweep(run: Callable[[KernelConfig], object], n: int, m_h: int, m_g: int, k: int,
+def sweep(run: Runs, n: int, m_h: int, m_g: int, k: int,
           sms: int, tma_ok: bool) -> tuple[KernelConfig, list[tuple[dict, float]]]:
-    """Coordinate-descent sweep; `run(cfg)` launches the kernel once. Returns (best, trials).
+    """Coordinate-descent sweep; `run(cfg)` launches the kernel once (or a list of such over
+    different buffers, rotated so that the timing misses L2). Returns (best, trials).
 
     Candidates keep the requested program caps; `finalize` clamps and balances them against
     the tiles of each candidate's row tile before it is timed (CUDA-graph replay).
@@ -114,12 +115,13 @@ def sweep(run: Callable[[KernelConfig], object], n: int, m_h: int, m_g: int, k: 
         raise RuntimeError("split-linear tuning cannot run inside CUDA graph capture; "
                            "call prepare() before capturing")
     seen: dict[KernelConfig, float] = {}
+    runs = as_runs(run)
 
     def measure(cfg: KernelConfig) -> float:
         cfg = finalize(cfg, m_h, m_g, sms)
         if cfg not in seen:
             try:
-                seen[cfg] = graph_time_ms([lambda: run(cfg)], target_ms=6.0, max_replays=5)
+                seen[cfg] = graph_time_ms([lambda r=r: r(cfg) for r in runs], target_ms=6.0, max_replays=5)
             except ValueError as exc:  # a config the GPU cannot run (shared memory)
                 if "on-chip resources" not in str(exc) and cfg.host_kernel != "cuda_multicast":
                     raise
@@ -154,7 +156,7 @@ def sweep(run: Callable[[KernelConfig], object], n: int, m_h: int, m_g: int, k: 
     return finalize(best, m_h, m_g, sms), trials
 
 
-def get_or_tune(key: str, run: Callable[[KernelConfig], object], n: int, m_h: int, m_g: int, k: int,
+def get_or_tune(key: str, run: Runs, n: int, m_h: int, m_g: int, k: int,
                 sms: int, tma_ok: bool, tune: bool) -> KernelConfig:
     """The cached config for `key`, else a swept one (tune=True) or the heuristic."""
     hit = cached(key)
