@@ -37,7 +37,7 @@ from dak.baselines.attention import sdpa_decode  # noqa: E402
 from dak.kernels.attention_config import heuristic_config  # noqa: E402
 from dak.kernels.hbm_gemv import hbm_gemv, heuristic  # noqa: E402
 from dak.kernels.split_attention_ce import split_attention_ce  # noqa: E402
-from dak.kernels.timing import event_ms, graph_time_ms  # noqa: E402
+from dak.kernels.timing import _capture, busy_replay_ms, event_ms, graph_time_ms  # noqa: E402
 
 L2_BYTES = 60 << 20
 
@@ -47,28 +47,8 @@ def graph_ms(calls, per_graph: int, busy: bool, replays: int = 10) -> float:
     for fn in calls:
         fn()
     torch.cuda.synchronize()
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for fn in calls:
-            fn()
-    torch.cuda.current_stream().wait_stream(side)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for i in range(per_graph):
-            calls[i % len(calls)]()
-    g.replay()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(replays):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        if busy:
-            torch.cuda._sleep(200_000)  # ~100 us of GPU work while the host submits the graph
-        s.record()
-        g.replay()
-        e.record()
-        e.synchronize()
-        times.append(s.elapsed_time(e) / per_graph)
+    g = _capture(calls, per_graph)
+    times = [(busy_replay_ms(g) if busy else event_ms(g.replay)) / per_graph for _ in range(replays)]
     return statistics.median(times)
 
 

@@ -1,5 +1,6 @@
 """GPU checks of the graph timer (dak.kernels.timing) and of the tuners' L2 rotation."""
 
+import statistics
 import time
 
 import pytest
@@ -7,7 +8,7 @@ import torch
 
 import dak.kernels.attention_tuning as at
 import dak.kernels.tuning as tu
-from dak.kernels.timing import graph_time_ms
+from dak.kernels.timing import _capture, event_ms, graph_time_ms
 from dak.kv_cache import SplitKVCache
 from dak.nn import SplitLinear
 from dak.nn.split_attention import prepare_decode
@@ -18,21 +19,8 @@ pytestmark = pytest.mark.gpu
 def _idle_one_call_ms(fn) -> float:
     """The old way: a graph of one call, its replay timed on an idle GPU (launch included)."""
     fn()
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        fn()
-    g.replay()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(9):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        g.replay()
-        e.record()
-        e.synchronize()
-        times.append(s.elapsed_time(e))
-    return sorted(times)[4]
+    g = _capture([fn], 1)
+    return statistics.median(event_ms(g.replay) for _ in range(9))
 
 
 def test_the_graph_launch_is_not_charged_to_a_slow_to_launch_call():
