@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh H59 (calls already run: benchmarks/h200_past_calls.sh, same usage)
+#   bash benchmarks/h200_next.sh H60 (calls already run: benchmarks/h200_past_calls.sh, same usage)
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -33,17 +33,19 @@ tuning_cache() {  # the committed tuning cache (every decode case of bench_linea
     cp benchmarks/results/tuning-cache-h200.json "$DAK_CACHE_DIR/split_linear.json"
 }
 case "$1" in
-H59) # (twenty-fourth session) the graph timer no longer charges the graph launch (~5 us: probe_timing.py) and the tuners
-    # rotate buffers so their timings miss L2: timer + tuner GPU tests, the probe (old vs new timer), then issue 4's
-    # all-HBM miss (Llama-3-8B B8 S256, H57: the old tuner picked a slower config) heuristic and tuned on the new timer
-    step 240 python3 -u -m pytest -q -p no:cacheprovider tests/test_timing_gpu.py tests/test_hbm_gemv_gpu.py
-    step 90 python3 -u benchmarks/probe_timing.py --out "$OUT/probe-timing-h59.json"
-    step 90 python3 -u benchmarks/bench_attention.py --models llama3-8b --batches 8 --contexts 256,2048 --fractions 0 \
-        --host-paths plain --out "$OUT/attention-h59-heuristic.json"
-    step 150 python3 -u benchmarks/bench_attention.py --models llama3-8b --batches 8 --contexts 256,2048 --fractions 0 \
-        --host-paths plain --tune --out "$OUT/attention-h59-tuned.json"
+H60) # (twenty-fourth session) H59: on the new timer the rotated sweep took Llama-3-8B B8 S256 all-HBM from 7.7 us
+    # (heuristic: two splits + merge) to 6.7 (one split, 128-key tiles; torch 6.9). The heuristic now keeps >= 256 keys
+    # a split and 128-key tiles up to 256 keys: timer test fixed, issue 4's whole all-HBM table (30 rows) on it,
+    # then short contexts heuristic and tuned side by side; the attention GPU file's kernel cases
+    step 60 python3 -u -m pytest -q -p no:cacheprovider tests/test_timing_gpu.py
+    step 200 python3 -u benchmarks/bench_attention.py --fractions 0 --host-paths plain --out "$OUT/attention-h60-f0.json"
+    for t in heuristic tuned; do
+        step 100 python3 -u benchmarks/bench_attention.py --models llama3-8b,llama2-7b --batches 8 --contexts 128,256,512,1024 \
+            --fractions 0 --host-paths plain $([ $t = tuned ] && echo --tune) --out "$OUT/attention-h60-short-$t.json"
+    done
+    step 150 python3 -u -m pytest -q -p no:cacheprovider tests/test_split_attention_gpu.py -k "random or graph_replay or tuned"
     ;;
 *)  . "$(dirname "$0")/h200_past_calls.sh"  # calls already run, kept to rerun or read
-    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H59 (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
+    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H60 (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
 esac
 tail -c 3000 "$log"

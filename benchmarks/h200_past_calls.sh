@@ -3,6 +3,16 @@
 # (step, ab, curves_ab) and $OUT, $log are set. past_call NAME runs one; unknown names return 2.
 past_call() {
 case "$1" in
+H59) # (ran: twenty-fourth session) the graph timer no longer charges the graph launch (~5 us: probe_timing.py) and the tuners
+    # rotate buffers so their timings miss L2: timer + tuner GPU tests, the probe (old vs new timer), then issue 4's
+    # all-HBM miss (Llama-3-8B B8 S256, H57: the old tuner picked a slower config) heuristic and tuned on the new timer
+    step 240 python3 -u -m pytest -q -p no:cacheprovider tests/test_timing_gpu.py tests/test_hbm_gemv_gpu.py
+    step 90 python3 -u benchmarks/probe_timing.py --out "$OUT/probe-timing-h59.json"
+    step 90 python3 -u benchmarks/bench_attention.py --models llama3-8b --batches 8 --contexts 256,2048 --fractions 0 \
+        --host-paths plain --out "$OUT/attention-h59-heuristic.json"
+    step 150 python3 -u benchmarks/bench_attention.py --models llama3-8b --batches 8 --contexts 256,2048 --fractions 0 \
+        --host-paths plain --tune --out "$OUT/attention-h59-tuned.json"
+    ;;
 H55) # (ran: twenty-fourth session; twenty-third session) the e2e table's rows whose consolidated lm_head keeps a thin in-place share, on the
     # 32-row in-place default (b905a6e): Llama-2-7B at 2% (448 of 32000 rows), OPT-30B at 5% (768 of 50272); prefetch beside
     e2e="python3 -m dak bench e2e --batch 8 --append --systems dak-consolidated,prefetch --out $OUT/e2e-h55.json"

@@ -153,6 +153,13 @@ def test_split_heuristics():
     ns = hbm_splits_for(8 * 8, 32768, 64, 132)
     assert 4 <= ns <= 32 and 64 * ns >= 0.8 * 264
     assert hbm_splits_for(8, 64, 64, 132) == 1  # never below two tiles per split
+    assert hbm_splits_for(8 * 8, 256, 64, 132) == 1  # nor below 256 keys (the merge costs more)
+    assert hbm_splits_for(8 * 8, 512, 64, 132) == 2
+    short = heuristic_config(0, 8, 8, 4, 256, 128, 132)  # Llama-3-8B, B = 8, S = 256: H59's sweep winner
+    assert (short.block_n, short.hbm_splits) == (128, 1)
+    long = heuristic_config(0, 8, 8, 4, 2048, 128, 132)
+    assert (long.block_n, long.hbm_splits) == (64, 4)
+    assert heuristic_config(0, 8, 8, 4, 256, 256, 132).block_n == 64  # 128-key tiles of d = 256: too much smem
     ns = host_splits_for(1 * 8, 32768, 64, 16)
     assert (8 * ns) % 16 == 0
     cfg = heuristic_config(1, 0, 8, 4, 256, 128, 132)
