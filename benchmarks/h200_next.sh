@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh H60 (calls already run: benchmarks/h200_past_calls.sh, same usage)
+#   bash benchmarks/h200_next.sh H61 (calls already run: benchmarks/h200_past_calls.sh, same usage)
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -33,19 +33,14 @@ tuning_cache() {  # the committed tuning cache (every decode case of bench_linea
     cp benchmarks/results/tuning-cache-h200.json "$DAK_CACHE_DIR/split_linear.json"
 }
 case "$1" in
-H60) # (twenty-fourth session) H59: on the new timer the rotated sweep took Llama-3-8B B8 S256 all-HBM from 7.7 us
-    # (heuristic: two splits + merge) to 6.7 (one split, 128-key tiles; torch 6.9). The heuristic now keeps >= 256 keys
-    # a split and 128-key tiles up to 256 keys: timer test fixed, issue 4's whole all-HBM table (30 rows) on it,
-    # then short contexts heuristic and tuned side by side; the attention GPU file's kernel cases
-    step 60 python3 -u -m pytest -q -p no:cacheprovider tests/test_timing_gpu.py
-    step 200 python3 -u benchmarks/bench_attention.py --fractions 0 --host-paths plain --out "$OUT/attention-h60-f0.json"
-    for t in heuristic tuned; do
-        step 100 python3 -u benchmarks/bench_attention.py --models llama3-8b,llama2-7b --batches 8 --contexts 128,256,512,1024 \
-            --fractions 0 --host-paths plain $([ $t = tuned ] && echo --tune) --out "$OUT/attention-h60-short-$t.json"
-    done
-    step 150 python3 -u -m pytest -q -p no:cacheprovider tests/test_split_attention_gpu.py -k "random or graph_replay or tuned"
+H61) # (twenty-fourth session) H60: 128-key tiles up to 256 keys lost 1.13-1.23x where items fill the SMs (Llama-2-7B,
+    # OPT-30B, B >= 64): now only all-HBM caches of 129-256 keys with fewer items than SMs. Issue 4's all-HBM table
+    # again, every S = 256 row (host fractions too: the 256-key split minimum changes their HBM side), the GPU file
+    step 120 python3 -u benchmarks/bench_attention.py --fractions 0 --host-paths plain --out "$OUT/attention-h61-f0.json"
+    step 200 python3 -u benchmarks/bench_attention.py --contexts 256 --out "$OUT/attention-h61-s256.json"
+    step 240 python3 -u -m pytest -q -p no:cacheprovider tests/test_split_attention_gpu.py -k "random or tuned or baselines"
     ;;
 *)  . "$(dirname "$0")/h200_past_calls.sh"  # calls already run, kept to rerun or read
-    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H60 (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
+    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H61 (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
 esac
 tail -c 3000 "$log"

@@ -3,6 +3,18 @@
 # (step, ab, curves_ab) and $OUT, $log are set. past_call NAME runs one; unknown names return 2.
 past_call() {
 case "$1" in
+H60) # (ran: twenty-fourth session) H59: on the new timer the rotated sweep took Llama-3-8B B8 S256 all-HBM from 7.7 us
+    # (heuristic: two splits + merge) to 6.7 (one split, 128-key tiles; torch 6.9). The heuristic now keeps >= 256 keys
+    # a split and 128-key tiles up to 256 keys: timer test fixed, issue 4's whole all-HBM table (30 rows) on it,
+    # then short contexts heuristic and tuned side by side; the attention GPU file's kernel cases
+    step 60 python3 -u -m pytest -q -p no:cacheprovider tests/test_timing_gpu.py
+    step 200 python3 -u benchmarks/bench_attention.py --fractions 0 --host-paths plain --out "$OUT/attention-h60-f0.json"
+    for t in heuristic tuned; do
+        step 100 python3 -u benchmarks/bench_attention.py --models llama3-8b,llama2-7b --batches 8 --contexts 128,256,512,1024 \
+            --fractions 0 --host-paths plain $([ $t = tuned ] && echo --tune) --out "$OUT/attention-h60-short-$t.json"
+    done
+    step 150 python3 -u -m pytest -q -p no:cacheprovider tests/test_split_attention_gpu.py -k "random or graph_replay or tuned"
+    ;;
 H59) # (ran: twenty-fourth session) the graph timer no longer charges the graph launch (~5 us: probe_timing.py) and the tuners
     # rotate buffers so their timings miss L2: timer + tuner GPU tests, the probe (old vs new timer), then issue 4's
     # all-HBM miss (Llama-3-8B B8 S256, H57: the old tuner picked a slower config) heuristic and tuned on the new timer

@@ -16,7 +16,7 @@ CTAS_PER_SM = 2  # resident decode programs per SM at block_n=64, head_dim=128, 
 MAX_SPLITS = 256
 CE_MIN_BYTES = 4 << 20  # smaller host parts are read in place (a copy + sync costs more)
 MIN_SPLIT_KEYS = 256  # an HBM split shorter than this costs more in its merge launch than it gains
-SHORT_KEYS = 256  # contexts up to this many keys: one split, 128-key tiles (H59 sweep)
+SHORT_KEYS = 256  # all-HBM contexts of 129-256 keys with fewer items than SMs: 128-key tiles (H59, H60)
 
 
 def cdiv(a: int, b: int) -> int:
@@ -130,9 +130,14 @@ def heuristic_config(host_requests: int, hbm_requests: int, kv_heads: int, group
 
     With `staging` (HBM staging buffers exist) host parts of at least CE_MIN_BYTES go through
     the copy engine in chunks of about 64 MiB: the link is then the bottleneck, and the copy
-    engine moves 55 GB/s against 50 GB/s for SM loads.
+    engine moves 55 GB/s against 50 GB/s for SM loads. Key tiles: 128 keys for head_dim <= 64;
+    otherwise 64, except all-HBM caches of 129-256 keys with fewer (request, kv head) items than
+    SMs, whose one split per item reads best in 128-key tiles (H200, B = 8, tuned sweeps, twenty-
+    fourth session, H59/H60: Llama-3-8B S = 256 (64 items) 6.7 us against 7.7 for two 64-key
+    splits; with 256-448 items, Llama-2-7B and OPT-30B, 128-key tiles ran 1.13-1.23x slower).
     """
-    block_n = 128 if head_dim <= 64 or (head_dim <= 128 and max_len <= SHORT_KEYS) else 64
+    few = host_requests == 0 and hbm_requests * kv_heads < sms and SHORT_KEYS // 2 < max_len <= SHORT_KEYS
+    block_n = 128 if head_dim <= 64 or (head_dim <= 128 and few) else 64
     block_n = min(block_n, max(16, next_pow2(max_len)))
     num_warps = 8 if group_rows(group) * head_dim >= 64 * 128 else 4
     host_bytes = 2 * host_requests * kv_heads * max_len * head_dim * 2
