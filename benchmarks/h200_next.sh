@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh H61 (calls already run: benchmarks/h200_past_calls.sh, same usage)
+#   bash benchmarks/h200_next.sh H63|H64|H65 (calls already run: benchmarks/h200_past_calls.sh, same usage)
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -33,14 +33,25 @@ tuning_cache() {  # the committed tuning cache (every decode case of bench_linea
     cp benchmarks/results/tuning-cache-h200.json "$DAK_CACHE_DIR/split_linear.json"
 }
 case "$1" in
-H61) # (twenty-fourth session) H60: 128-key tiles up to 256 keys lost 1.13-1.23x where items fill the SMs (Llama-2-7B,
-    # OPT-30B, B >= 64): now only all-HBM caches of 129-256 keys with fewer items than SMs. Issue 4's all-HBM table
-    # again, every S = 256 row (host fractions too: the 256-key split minimum changes their HBM side), the GPU file
-    step 120 python3 -u benchmarks/bench_attention.py --fractions 0 --host-paths plain --out "$OUT/attention-h61-f0.json"
-    step 200 python3 -u benchmarks/bench_attention.py --contexts 256 --out "$OUT/attention-h61-s256.json"
-    step 240 python3 -u -m pytest -q -p no:cacheprovider tests/test_split_attention_gpu.py -k "random or tuned or baselines"
+H63) # (twenty-fourth session) issue 4's full attention sweep on the new graph timer and the short-context heuristic
+    # (H61 reran only the all-HBM and context-256 rows): Llama models, then OPT-30B, as H48
+    step 280 python3 -u benchmarks/bench_attention.py --models llama2-7b,llama3-8b --out "$OUT/attention-h63-a.json"
+    step 250 python3 -u benchmarks/bench_attention.py --models opt-30b --out "$OUT/attention-h63-b.json"
+    ;;
+H64) # (twenty-fourth session) the committed split-linear tuning cache was swept on the old timer over one L2-warm buffer:
+    # Llama-2-7B's decode cases with it (old configs), then fresh sweeps on the new timer and rotation, same call
+    lin="python3 -u benchmarks/bench_linear.py --shapes llama2-7b.qkvo,llama2-7b.up,llama2-7b.down --tokens 1,8,32 --ratios 0.5,1,2,5,10"
+    tuning_cache
+    step 200 $lin --chained --out "$OUT/linear-h64-old-cache.json"
+    rm -f "$DAK_CACHE_DIR/split_linear.json"
+    step 380 $lin --chained --out "$OUT/linear-h64-fresh.json"
+    cp "$DAK_CACHE_DIR/split_linear.json" "$OUT/tuning-cache-h64.json" 2>/dev/null
+    ;;
+H65) # (twenty-fourth session) GPU files not run on the new timer, tuner rotation and attention heuristic
+    step 280 python3 -u -m pytest -q -p no:cacheprovider tests/test_kv_ahead.py tests/test_copy_ahead_gpu.py
+    step 280 python3 -u -m pytest -q -p no:cacheprovider tests/test_split_linear_large_n_gpu.py tests/test_bench_e2e_gpu.py
     ;;
 *)  . "$(dirname "$0")/h200_past_calls.sh"  # calls already run, kept to rerun or read
-    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H61 (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
+    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H63|H64|H65 (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
 esac
 tail -c 3000 "$log"

@@ -3,6 +3,13 @@
 # (step, ab, curves_ab) and $OUT, $log are set. past_call NAME runs one; unknown names return 2.
 past_call() {
 case "$1" in
+H61) # (ran: twenty-fourth session) H60: 128-key tiles up to 256 keys lost 1.13-1.23x where items fill the SMs (Llama-2-7B,
+    # OPT-30B, B >= 64): now only all-HBM caches of 129-256 keys with fewer items than SMs. Issue 4's all-HBM table
+    # again, every S = 256 row (host fractions too: the 256-key split minimum changes their HBM side), the GPU file
+    step 120 python3 -u benchmarks/bench_attention.py --fractions 0 --host-paths plain --out "$OUT/attention-h61-f0.json"
+    step 200 python3 -u benchmarks/bench_attention.py --contexts 256 --out "$OUT/attention-h61-s256.json"
+    step 240 python3 -u -m pytest -q -p no:cacheprovider tests/test_split_attention_gpu.py -k "random or tuned or baselines"
+    ;;
 H60) # (ran: twenty-fourth session) H59: on the new timer the rotated sweep took Llama-3-8B B8 S256 all-HBM from 7.7 us
     # (heuristic: two splits + merge) to 6.7 (one split, 128-key tiles; torch 6.9). The heuristic now keeps >= 256 keys
     # a split and 128-key tiles up to 256 keys: timer test fixed, issue 4's whole all-HBM table (30 rows) on it,
