@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh H63|H64|H65 (calls already run: benchmarks/h200_past_calls.sh, same usage)
+#   bash benchmarks/h200_next.sh H63|H64|H65|H30 (calls already run: benchmarks/h200_past_calls.sh, same usage)
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -51,7 +51,12 @@ H65) # (twenty-fourth session) GPU files not run on the new timer, tuner rotatio
     step 280 python3 -u -m pytest -q -p no:cacheprovider tests/test_kv_ahead.py tests/test_copy_ahead_gpu.py
     step 280 python3 -u -m pytest -q -p no:cacheprovider tests/test_split_linear_large_n_gpu.py tests/test_bench_e2e_gpu.py
     ;;
+H30) # (twenty-fourth session) the chain model now prices a calibrated copy-engine linear's copy start-up
+    # (stream.curve_copy_overhead): on the H17 profile at 2% consolidated keeps greedy's in-place plan (predicted
+    # 4.22 ms; greedy's measured 4.01 in H18) instead of the streamed o_proj chain (measured 4.37). H24's A/B on it
+    curves_ab h30
+    ;;
 *)  . "$(dirname "$0")/h200_past_calls.sh"  # calls already run, kept to rerun or read
-    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H63|H64|H65 (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
+    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H63|H64|H65|H30 (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
 esac
 tail -c 3000 "$log"

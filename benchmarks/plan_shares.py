@@ -57,7 +57,8 @@ def main() -> None:
             continue
         layers = shares(case.placement)
         text = "; ".join(f"{k} {p} x{n}" for (k, p), n in sorted(layers.items())) or "no layer share on the host"
-        print(f"{case.model} {100 * case.x_req:g}% {a.system}: {text}")
+        pred = f" (predicted {case.placement.predicted_s * 1e3:.2f} ms)" if case.placement.feasible else ""
+        print(f"{case.model} {100 * case.x_req:g}% {a.system}{pred}: {text}")
 
 
 if __name__ == "__main__":

@@ -232,3 +232,44 @@ def test_roofline_kv_ahead_flag_moves_uncalibrated_host_kv_to_the_link_side(monk
     assert split_overhead(ops, host, W, H200, kv_ahead=True) == pytest.approx(excess)
     assert chain_time(ops, host, H200, kv_ahead=False).times[i] == off.times[i]  # no copy-ahead: in place
 
+
+
+def test_a_calibrated_copy_engine_linear_still_pays_its_copy_start_up():
+    """chain_time prices a copy-engine linear by (1 - x) x its all-HBM time, not by its curve, so
+    the split kernel's start-up and its wait on the copy (copy_op_overhead_s, which split_overhead
+    adds for an operator without a curve) must be added for a calibrated one too."""
+    from dak.measured import Curve
+    from dak.planner.curves import op_key
+    from dak.planner.stream import chained, curve_copy_overhead
+    ops = list_operators(load_spec("llama-2-7b"), W)
+    i = next(j for j, op in enumerate(ops) if op.kind == "o_proj")
+    op = ops[i]
+    host = [0] * len(ops)
+    host[i] = op.host_bytes_for(max(1, op.units // 16))
+    assert uses_copy_engine(op, host[i])
+    t0 = op.traffic / H200.hbm_bandwidth
+    prof = dataclasses.replace(H200, curves=(Curve(op_key(op), ((0.0, t0), (1.0, 30 * t0))),))
+    assert split_overhead(ops, host, W, prof) == 0.0  # the curve is taken to hold the excess ...
+    assert curve_copy_overhead(ops, host, prof) == pytest.approx(prof.copy_op_overhead_s)  # ... but prices none
+    assert curve_copy_overhead(ops, host, H200) == 0.0  # no curve: split_overhead has it
+    _, with_curve = chained(ops, host, W, prof, fused=True)
+    _, without = chained(ops, host, W, H200, fused=True)
+    assert with_curve == pytest.approx(without)  # the same compute-side extra either way
+    thin = [0] * len(ops)
+    thin[i] = op.host_bytes_for(1)  # read in place: its curve prices it, nothing added
+    assert not uses_copy_engine(op, thin[i]) and curve_copy_overhead(ops, thin, prof) == 0.0
+
+
+def test_consolidated_on_the_h17_profile_keeps_the_in_place_plan_at_2_percent():
+    """H18 (twenty-third session): on Llama-2-7B's calibrated H17 profile at 2% consolidated took
+    a streamed o_proj chain (32 copies; predicted 4.18 ms, measured 4.37) over the in-place plan
+    greedy makes (down_proj in place, measured 4.01), the copies' start-up unpriced."""
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[1] / "benchmarks/profiles/h200-llama-2-7b-h17-inherited.json"
+    prof = get_profile(str(path))
+    spec = load_spec("llama-2-7b")
+    budget = budget_for(spec, W, 0.02, prof)
+    cons, greedy = (plan(spec, W, prof, budget, p, kv_ahead=True) for p in ("consolidated", "greedy"))
+    ce = [o for o, op in zip(cons.ops, list_operators(spec, W)) if o.host_bytes and uses_copy_engine(op, o.host_bytes)]
+    assert not ce, [o.name for o in ce][:4]
+    assert cons.predicted_s <= greedy.predicted_s * 1.0001
