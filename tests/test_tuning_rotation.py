@@ -69,6 +69,12 @@ def test_a_single_run_is_still_accepted_and_bad_runs_are_an_error():
         as_runs([f, 3])
 
 
+def test_timing_nothing_is_a_clear_error():
+    from dak.kernels.timing import graph_time_ms
+    with pytest.raises(ValueError, match="at least one call"):
+        graph_time_ms([])
+
+
 def test_l2_copies_clone_until_enough_bytes_and_share_empty_tensors():
     a, empty = torch.randn(1000, 25), torch.empty(0, 25)  # 100 kB
     sets = l2_copies((a, empty), min_bytes=350_000)

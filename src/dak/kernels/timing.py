@@ -60,6 +60,8 @@ def graph_time_ms(calls: list[Callable[[], object]], target_ms: float = 30.0,
     busy while the host submits it (busy_replay_ms): neither the graph launch nor an idle
     GPU's start-up is charged to the calls.
     """
+    if not calls:
+        raise ValueError("graph_time_ms needs at least one call to time")
     for fn in calls:
         fn()
     torch.cuda.synchronize()
