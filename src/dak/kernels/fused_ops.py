@@ -42,11 +42,11 @@ def _layer_norm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, n_cols, stride_x, stride_y, e
     offs = tl.arange(0, BLOCK)
     mask = offs < n_cols
     x = tl.load(x_ptr + row * stride_x + offs, mask=mask, other=0.0).to(tl.float32)
+    w = tl.load(w_ptr + offs, mask=mask, other=0.0).to(tl.float32)  # issued with x's load, not after
+    b = tl.load(b_ptr + offs, mask=mask, other=0.0).to(tl.float32)  # the reductions (latency)
     mean = tl.sum(x, axis=0) / n_cols
     d = tl.where(mask, x - mean, 0.0)
     r = 1.0 / tl.sqrt(tl.sum(d * d, axis=0) / n_cols + eps)
-    w = tl.load(w_ptr + offs, mask=mask, other=0.0).to(tl.float32)
-    b = tl.load(b_ptr + offs, mask=mask, other=0.0).to(tl.float32)
     tl.store(y_ptr + row * stride_y + offs, (d * r * w + b).to(y_ptr.dtype.element_ty), mask=mask)
 
 
