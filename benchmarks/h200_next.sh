@@ -48,8 +48,8 @@ H64) # (twenty-fourth session) the committed split-linear tuning cache was swept
     cp "$DAK_CACHE_DIR/split_linear.json" "$OUT/tuning-cache-h64.json" 2>/dev/null
     ;;
 H65) # (twenty-fourth session) GPU files not run on the new timer, tuner rotation and attention heuristic
-    step 280 python3 -u -m pytest -q -p no:cacheprovider tests/test_kv_ahead.py tests/test_copy_ahead_gpu.py
-    step 280 python3 -u -m pytest -q -p no:cacheprovider tests/test_split_linear_large_n_gpu.py tests/test_bench_e2e_gpu.py
+    step 260 python3 -u -m pytest -q -p no:cacheprovider tests/test_kv_ahead.py tests/test_copy_ahead_gpu.py
+    step 260 python3 -u -m pytest -q -p no:cacheprovider tests/test_split_linear_large_n_gpu.py tests/test_bench_e2e_gpu.py
     # H58: OPT's unfused LayerNorm 4.4 us a launch against add + LayerNorm's 2.5 (its w/b loads now issue before the
     # reductions, 93ff13d+): every norm alone, torch's beside
     step 60 python3 -u benchmarks/probe_norms.py --out "$OUT/probe-norms-h65.json"
