@@ -3,7 +3,7 @@
 # (step, ab, curves_ab) and $OUT, $log are set. past_call NAME runs one; unknown names return 2.
 past_call() {
 case "$1" in
-H61) # (ran: twenty-fourth session) H60: 128-key tiles up to 256 keys lost 1.13-1.23x where items fill the SMs (Llama-2-7B,
+H61) # (ran: twenty-fourth session) H60: 128-key tiles up to 256 keys ran at 1.13-1.23x torch's time where items fill the SMs (Llama-2-7B,
     # OPT-30B, B >= 64): now only all-HBM caches of 129-256 keys with fewer items than SMs. Issue 4's all-HBM table
     # again, every S = 256 row (host fractions too: the 256-key split minimum changes their HBM side), the GPU file
     step 120 python3 -u benchmarks/bench_attention.py --fractions 0 --host-paths plain --out "$OUT/attention-h61-f0.json"
