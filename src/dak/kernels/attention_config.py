@@ -135,7 +135,7 @@ def heuristic_config(host_requests: int, hbm_requests: int, kv_heads: int, group
     SMs, whose one split per item reads best in 128-key tiles (H200, B = 8, tuned sweeps, twenty-
     fourth session, H59/H60: Llama-3-8B S = 256 (64 items) 6.7 us against 7.7 for two 64-key
     splits; with 256 items or more, Llama-2-7B and OPT-30B at B = 8 and every model at B >= 64,
-    128-key tiles ran at 1.13-1.23x torch's time, 64-key tiles at 0.98-1.02x).
+    128-key tiles ran at 1.13-1.23x torch's time, 64-key tiles at 0.93-1.02x).
     """
     few = host_requests == 0 and hbm_requests * kv_heads < sms and SHORT_KEYS // 2 < max_len <= SHORT_KEYS
     block_n = 128 if head_dim <= 64 or (head_dim <= 128 and few) else 64
