@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh H63|H64|H65|H30 (calls already run: benchmarks/h200_past_calls.sh, same usage)
+#   bash benchmarks/h200_next.sh H63|H64|H65|H30|H66 (calls already run: benchmarks/h200_past_calls.sh, same usage)
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -59,7 +59,15 @@ H30) # (twenty-fourth session) the chain model now prices a calibrated copy-engi
     # 4.22 ms; greedy's measured 4.01 in H18) instead of the streamed o_proj chain (measured 4.37). H24's A/B on it
     curves_ab h30
     ;;
+H66) # (twenty-fourth session) Llama-2-7B at 2% moved 3.96 -> 4.01 ms (EB/bound 0.91 -> 0.8998) on the in-place tiles
+    # default (H55): its plan keeps 448 of lm_head's 32000 rows in place, a >= 7168-row matrix the tiles change.
+    # A/B of DAK_INPLACE_TILES, twice, alternating
+    for run in 1 2; do
+        ab 100 DAK_INPLACE_TILES=0 "e2e-h66-$run" python3 -m dak bench e2e --batch 8 --models llama-2-7b --ratios 2 \
+            --systems dak-consolidated
+    done
+    ;;
 *)  . "$(dirname "$0")/h200_past_calls.sh"  # calls already run, kept to rerun or read
-    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H63|H64|H65|H30 (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
+    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H63|H64|H65|H30|H66 (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
 esac
 tail -c 3000 "$log"
