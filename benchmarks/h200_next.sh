@@ -39,8 +39,9 @@ H63) # (twenty-fourth session) issue 4's full attention sweep on the new graph t
     step 250 python3 -u benchmarks/bench_attention.py --models opt-30b --out "$OUT/attention-h63-b.json"
     ;;
 H64) # (twenty-fourth session) the committed split-linear tuning cache was swept on the old timer over one L2-warm buffer:
-    # Llama-2-7B's decode cases with it (old configs), then fresh sweeps on the new timer and rotation, same call
-    lin="python3 -u benchmarks/bench_linear.py --shapes llama2-7b.qkvo,llama2-7b.up,llama2-7b.down --tokens 1,8,32 --ratios 0.5,1,2,5,10"
+    # Llama-2-7B's decode cases at N = 8, 1-5% with it (old configs), then fresh sweeps on the new timer and rotation,
+    # same call (9 sweeps; widen to N 1/32 and 0.5/10% if they fit)
+    lin="python3 -u benchmarks/bench_linear.py --shapes llama2-7b.qkvo,llama2-7b.up,llama2-7b.down --tokens 8 --ratios 1,2,5"
     tuning_cache
     step 200 $lin --chained --out "$OUT/linear-h64-old-cache.json"
     rm -f "$DAK_CACHE_DIR/split_linear.json"
