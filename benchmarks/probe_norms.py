@@ -4,7 +4,7 @@ H58 (twenty-fourth session) profiled OPT-6.7B's all-HBM decode step: the layer's
 LayerNorm (`dak.kernels.fused_ops.layer_norm`) took about 4.4 us a launch, the fused add +
 LayerNorm (`dak.kernels.fused_layer.add_layer_norm`), which reads twice the data, 2.5 us. This
 times each norm on (tokens, hidden) bf16 rows, rotated over 8 input buffers, beside torch's
-F.layer_norm and F.rms_norm, in one process:
+F.layer_norm (alone and after the residual add), in one process:
 
     PYTHONPATH=src python3 benchmarks/probe_norms.py --out probe-norms.json
 
