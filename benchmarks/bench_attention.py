@@ -34,6 +34,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import h2d_bandwidth, metadata, write_json  # noqa: E402
 from attention_chain import LAYERS, add_chain  # noqa: E402
+from link_floor import copy_ms, floor_fields  # noqa: E402
 
 from dak.baselines.attention import PrefetchAttention, UVAAttention, sdpa_decode  # noqa: E402
 from dak.host import PinnedBuffer  # noqa: E402
@@ -97,6 +98,22 @@ def rel_err(y, ref) -> float:
     return ((y.float() - ref.float()).norm() / ref.float().norm()).item()
 
 
+def host_link_ms(q, kh, vh, k_dst, v_dst, lengths, b_h, hkv, hq, s, d, sms) -> dict:
+    """Link times of the host requests' K/V alone (see link_floor.py): one copy-engine copy of
+    each into HBM, and dak's kernel attending the host requests alone, read in place (plain
+    loads, its untuned config; None if that launch fails)."""
+    times = {"copy": copy_ms([(kh, k_dst), (vh, v_dst)]), "sm": None}
+    cfg = finalize(replace(heuristic_config(b_h, 0, hkv, hq // hkv, s, d, sms), host_tma=False, ce_share=0.0),
+                   b_h, 0, hkv, s, sms, keep_splits=True)
+    none = k_dst[:0]
+    try:
+        times["sm"] = graph_time_ms([lambda: split_attention_ce(q[:b_h], kh, vh, none, none, lengths[:b_h], cfg, sms,
+                                                                validate=False)], target_ms=10.0, max_replays=9)
+    except (RuntimeError, ValueError) as exc:
+        print(f"   (in-place floor read unavailable: {str(exc).splitlines()[0][:100]})", flush=True)
+    return times
+
+
 def bench_shape(name, b, s, c, counts, pool, b_h_gbs, dtype, paths, tune, rows, sms, chain_cap=0):
     hq, hkv, d = MODELS[name]
     per_req = hkv * s * d
@@ -152,6 +169,8 @@ def bench_shape(name, b, s, c, counts, pool, b_h_gbs, dtype, paths, tune, rows, 
             del pres
         t_link, t_hbm = f * c / b_h_gbs * 1e3, (1 - f) * c / b_g * 1e3
         bound = max(t_link, t_hbm)
+        floor = floor_fields(t_dak, t_hbm, host_link_ms(q, kh, vh, kv[0][0][:b_h], kv[0][1][:b_h], lengths, b_h, hkv,
+                                                        hq, s, d, sms), bound) if b_h else {}
         row = {
             "model": name, "Hq": hq, "Hkv": hkv, "D": d, "B": b, "S": s, "f": f, "host_requests": b_h,
             "kv_bytes": c, "t_dak_ms": t_dak, "dak_host_path": path, "t_dak_paths_ms": t_paths,
@@ -162,13 +181,15 @@ def bench_shape(name, b, s, c, counts, pool, b_h_gbs, dtype, paths, tune, rows, 
             "speedup_vs_prefetch": t_pre / t_dak if t_pre else None,
             "speedup_vs_uva": t_uva / t_dak if t_uva else None,
             "rel_err_vs_torch": errs, "config": cfgs,
-            "sweep": sorted(trials, key=lambda t: t[1])[:6],
+            "sweep": sorted(trials, key=lambda t: t[1])[:6], **floor,
         }
         rows.append(row)
         fmt = lambda t: f"{t * 1e3:10.1f}" if t else "         -"  # noqa: E731
         print(f"{name:10s} B={b:4d} S={s:6d} f={f:5.3f} dak {fmt(t_dak)}us ({path:5s}) bound {fmt(bound)} "
               f"r={t_dak / bound:5.2f} torch {fmt(t_torch)} ({best}) pre {fmt(t_pre)} uva {fmt(t_uva)} "
-              f"EB {row['eb_dak'] / 1e9:7.1f}GB/s err {max(errs.values()):.1e}", flush=True)
+              f"EB {row['eb_dak'] / 1e9:7.1f}GB/s err {max(errs.values()):.1e}"
+              + (f" floor r={floor['dak_over_floor']:5.2f} (floor/bound {floor['floor_over_bound']:.2f})" if floor
+                 else ""), flush=True)
         if b_h and LAYERS * c <= chain_cap:
             add_chain(row, b, s, b_h, hkv, d, dtype, q, sms, best)
     del kv
@@ -239,8 +260,10 @@ def main(argv=None):
 
 
 def summarize(rows):
-    """Per host fraction: dak/bound (median, max), speedups vs torch and prefetch (min, median)."""
+    """Per host fraction: dak/bound (median, max), speedups vs torch and prefetch (min, median);
+    then the link-floor counts over the rows with host requests (link_floor.py)."""
     import statistics as st
+    from link_floor import floor_counts
     print(f"{'f':>6s} {'rows':>4s} {'dak/bound med,max':>18s} {'vs torch min':>12s} "
           f"{'vs prefetch min,med':>20s} {'(not link>90%) min':>19s}")
     for f in sorted({r["f"] for r in rows}):
@@ -252,6 +275,10 @@ def summarize(rows):
         print(f"{f:6.3f} {len(rs):4d} {st.median(ratio):8.2f}, {max(ratio):7.2f} "
               f"{min(r['speedup_vs_torch'] for r in rs):12.3f} {show(pre):>20s} "
               f"{(f'{min(pre_hbm):.2f}' if pre_hbm else '-'):>19s}")
+    fc = floor_counts(rows)
+    print(f"host rows {fc['rows']}: within 1.05 x bound {fc['within_bound']}, within 1.05 x link floor "
+          f"{fc['within_floor']}; floor itself > 1.05 x bound {fc['floor_above_bound']}; "
+          f"missed where reachable {fc['missed_reachable']}")
 
 
 if __name__ == "__main__":

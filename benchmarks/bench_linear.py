@@ -28,23 +28,26 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import h2d_bandwidth, metadata, write_json  # noqa: E402
+from link_floor import copy_ms, floor_fields  # noqa: E402
 
 from dak.kernels.timing import graph_time_ms  # noqa: E402
 
 from dak.baselines import PrefetchLinear, TorchLinear, UVALinear  # noqa: E402
 from dak.host import PinnedBuffer, device_matrix  # noqa: E402
 from dak.kernels.split_linear_checks import host_link_bytes, tma_compatible  # noqa: E402
+from dak.kernels.split_linear import split_linear  # noqa: E402
 from dak.kernels.split_linear_ce import ce_rows, split_linear_ce, staging_buffer  # noqa: E402
 from dak.kernels.split_linear_route import run_split_linear  # noqa: E402
 from linear_decode_chain import add_chained  # noqa: E402
 from linear_large_n import PATHS, bench_large_n  # noqa: E402
-from dak.kernels.config import heuristic_config  # noqa: E402
+from dak.kernels.config import KernelConfig, finalize, heuristic_config  # noqa: E402
 from dak.kernels import tuning  # noqa: E402
 from dak.kernels.tuning import sweep  # noqa: E402
 from dak.nn.split_linear import host_rows_for  # noqa: E402
@@ -55,6 +58,28 @@ SHAPES = {  # (M out_features, K in_features)
     "llama3-70b.qo": (8192, 8192), "llama3-70b.up": (28672, 8192), "llama3-70b.down": (8192, 28672),
 }
 L2_BYTES = 60 << 20
+SM_FLOOR_BYTES = 64 << 20  # above this the copy engine runs at B_h: the in-place floor read is skipped
+
+
+def fork_variant(cfg: KernelConfig, n: int, m_h: int, m_g: int, sms: int) -> KernelConfig | None:
+    """`cfg` with its HBM rows by dak's GEMV beside the host rows' kernel (hbm_fork), where that
+    differs from `cfg` and applies (decode, both sides have rows, no CUDA multicast)."""
+    if cfg.hbm_fork or cfg.host_kernel == "cuda_multicast" or n > 64 or not m_h or not m_g:
+        return None
+    return finalize(replace(cfg, hbm_cublas=False, hbm_fork=True), m_h, m_g, sms)
+
+
+def link_floor(x, wh, stage, out, n, m_h, k, sms, tma_ok) -> dict:
+    """Link times of this case's host rows alone (see link_floor.py): one copy-engine copy of
+    their bytes into HBM, and (up to SM_FLOOR_BYTES) dak's split kernel reading them in place."""
+    flat = m_h * wh.stride(0)
+    src = wh.as_strided((flat,), (1,), wh.storage_offset())
+    times = {"copy": copy_ms([(src, stage[:flat])]), "sm": None}
+    if flat * wh.element_size() <= SM_FLOOR_BYTES:
+        cfg = finalize(replace(heuristic_config(n, m_h, 0, k, sms, tma_ok), ce_share=0.0, ce_chunks=1,
+                               hbm_cublas=False, hbm_fork=False), m_h, 0, sms)
+        times["sm"] = graph_time_ms([lambda: split_linear(x, wh, wh[:0], None, cfg, out=out[:, :m_h])])
+    return times
 
 
 def tuned(dtype, n, m_h, m_g, k, sms, tma_ok, run):
@@ -100,7 +125,7 @@ def bench_shape(name, m, k, tokens, ratios, b_h, dtype, tune, row_tile, rows_out
             wh = pinned.tensor[:m_h]
             parts = [(wh, w[m_h:]) for w in w_gpu]
             out = torch.empty(n, m, device="cuda", dtype=dtype)
-            trials, from_cache = [], False
+            trials, from_cache, t_variants, floor = [], False, {}, {}
             if m_h == 0:
                 t_dak, cfg = t_torch, None  # SplitLinear with no host rows calls torch's matmul
             else:
@@ -114,7 +139,14 @@ def bench_shape(name, m, k, tokens, ratios, b_h, dtype, tune, row_tile, rows_out
                                                     [lambda cf, p=p: run(cf, p) for p in parts])
                 else:
                     cfg = heuristic_config(n, m_h, m - m_h, k, sms, tma_ok)
-                t_dak = graph_time_ms([lambda p=p: run(cfg, p) for p in parts])
+                t_variants = {"config": graph_time_ms([lambda p=p: run(cfg, p) for p in parts])}
+                fork = fork_variant(cfg, n, m_h, m - m_h, sms)
+                if fork is not None:  # the tuner's knob, for configs cached before it had it
+                    t_variants["hbm_fork"] = graph_time_ms([lambda p=p: run(fork, p) for p in parts])
+                    cfg = fork if t_variants["hbm_fork"] < t_variants["config"] else cfg
+                t_dak = min(t_variants.values())
+                floor = floor_fields(t_dak, (1 - xr) * c / b_g * 1e3,
+                                     link_floor(x, wh, stage, out, n, m_h, k, sms, tma_ok), bound)
             pre = [PrefetchLinear(*p, None) for p in parts]
             t_pre = graph_time_ms([lambda f=f: f(x) for f in pre]) if m_h else t_torch
             del pre
@@ -129,12 +161,14 @@ def bench_shape(name, m, k, tokens, ratios, b_h, dtype, tune, row_tile, rows_out
                 "config": cfg.to_dict() if cfg else "torch",
                 "ce_rows": ce_rows(cfg, m_h) if cfg and cfg.host_kernel != "cuda_multicast" else 0,
                 "sweep": sorted(trials, key=lambda t: t[1])[:6] if m_h else [],
-                "config_from_cache": from_cache,
+                "config_from_cache": from_cache, "t_dak_variants_ms": t_variants, **floor,
             }
             rows_out.append(row)
             print(f"{name:16s} N={n:4d} x={100*xr:6.2f}% dak {t_dak*1e3:9.1f}us bound {bound*1e3:9.1f}us "
                   f"r={t_dak/bound:5.2f} torch {t_torch*1e3:8.1f} pre {t_pre*1e3:9.1f} uva {t_uva*1e3:9.1f} "
-                  f"EB {row['eb_dak']/1e9:7.1f}GB/s amp {amp:.0f} ce {row['ce_rows']}", flush=True)
+                  f"EB {row['eb_dak']/1e9:7.1f}GB/s amp {amp:.0f} ce {row['ce_rows']}"
+                  + (f" floor r={floor['dak_over_floor']:5.2f} (floor/bound {floor['floor_over_bound']:.2f})"
+                     f" fork {t_variants.get('hbm_fork', math.nan) * 1e3:.1f}us" if floor else ""), flush=True)
     pinned.free()
     if chained:
         add_chained(name, w_gpu[0], tokens, ratios, row_tile, sms, rows_out)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh H63|H64|H65|H30|H66 (calls already run: benchmarks/h200_past_calls.sh, same usage)
+#   bash benchmarks/h200_next.sh H67|H68|H69|H64|H65|H30|H66 (calls already run: benchmarks/h200_past_calls.sh, same usage)
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -33,6 +33,24 @@ tuning_cache() {  # the committed tuning cache (every decode case of bench_linea
     cp benchmarks/results/tuning-cache-h200.json "$DAK_CACHE_DIR/split_linear.json"
 }
 case "$1" in
+H67) # (twenty-fifth session) hbm_fork (HBM rows by dak's GEMV beside a host-only kernel) GPU tests, then
+    # Llama-2-7B's decode cases alone with the link floor and the hbm_fork variant, and chained (+fork variants)
+    step 150 python3 -u -m pytest -q -p no:cacheprovider tests/test_split_linear_gpu.py
+    tuning_cache
+    step 420 python3 -u benchmarks/bench_linear.py --tokens 1,8,32 --chained \
+        --shapes llama2-7b.qkvo,llama2-7b.up,llama2-7b.down --out "$OUT/linear-h67-7b.json"
+    ;;
+H68) # (twenty-fifth session) issue 4's full attention sweep (H63) with each case's link floor
+    step 310 python3 -u benchmarks/bench_attention.py --models llama2-7b,llama3-8b --out "$OUT/attention-h68-a.json"
+    step 270 python3 -u benchmarks/bench_attention.py --models opt-30b --out "$OUT/attention-h68-b.json"
+    ;;
+H69) # (twenty-fifth session) H67's linear sweep on the OPT-30B and Llama-3-70B shapes
+    tuning_cache
+    step 290 python3 -u benchmarks/bench_linear.py --tokens 1,8,32 --chained \
+        --shapes opt-30b.qkvo,opt-30b.fc1,opt-30b.fc2 --out "$OUT/linear-h69-opt.json"
+    step 290 python3 -u benchmarks/bench_linear.py --tokens 1,8,32 --chained \
+        --shapes llama3-70b.qo,llama3-70b.up,llama3-70b.down --out "$OUT/linear-h69-70b.json"
+    ;;
 H63) # (twenty-fourth session) issue 4's full attention sweep on the new graph timer and the short-context heuristic
     # (H61 reran only the all-HBM and context-256 rows): Llama models, then OPT-30B, as H48
     step 280 python3 -u benchmarks/bench_attention.py --models llama2-7b,llama3-8b --out "$OUT/attention-h63-a.json"
@@ -69,6 +87,6 @@ H66) # (twenty-fourth session) Llama-2-7B at 2% moved 3.96 -> 4.01 ms (EB/bound 
     done
     ;;
 *)  . "$(dirname "$0")/h200_past_calls.sh"  # calls already run, kept to rerun or read
-    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H63|H64|H65|H30|H66 (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
+    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H67|H68|H69|H63|H64|H65|H30|H66 (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
 esac
 tail -c 3000 "$log"

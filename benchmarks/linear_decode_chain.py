@@ -13,6 +13,9 @@ replay's time / CHAIN_OPS, the chain's first copy and last GEMV included. Varian
   in_place    every host row read in place by the split kernel's host programs (nothing chained)
   ce          every host row staged by copy-ahead, HBM rows by the split kernel; 1 or 2 chunks
   ce_cublas   every host row staged by copy-ahead, HBM rows by cuBLAS (prefetch's own GEMMs)
+  ce_gemv     every host row staged by copy-ahead, HBM rows by dak's GEMV (hbm_fork)
+  heuristic+fork, tuned+fork   those configs with hbm_fork: HBM rows by dak's GEMV beside a
+              host-only split kernel (KernelConfig.hbm_fork)
 Every variant's outputs are checked against x @ W^T before it is timed. The baseline beside it
 is the prefetch baseline chained the same way (`prefetch_chain`): each operator's host rows
 copied one operator ahead into the other of two HBM staging buffers, as the layer prefetcher
@@ -39,6 +42,7 @@ VARIANTS = {
     "ce": dict(ce_share=1.0, ce_chunks=1, hbm_cublas=False),
     "ce_2chunks": dict(ce_share=1.0, ce_chunks=2, hbm_cublas=False),
     "ce_cublas": dict(ce_share=1.0, ce_chunks=1, hbm_cublas=True),
+    "ce_gemv": dict(ce_share=1.0, ce_chunks=1, hbm_cublas=False, hbm_fork=True),
 }
 
 
@@ -110,7 +114,13 @@ def add_chained(name: str, w: torch.Tensor, tokens, ratios, row_tile: int, sms: 
             tuned = KernelConfig(**row["config"]) if isinstance(row.get("config"), dict) else heur
             if tuned != heur:
                 variants["tuned"] = tuned
+            for vname in list(variants):
+                if m_h < m and not variants[vname].hbm_fork and variants[vname].host_kernel != "cuda_multicast":
+                    variants[vname + "+fork"] = finalize(replace(variants[vname], hbm_cublas=False, hbm_fork=True),
+                                                         m_h, m - m_h, sms)
             for vname, kw in VARIANTS.items():
+                if kw.get("hbm_fork") and m_h == m:
+                    continue
                 cfg = finalize(replace(heur, **kw), m_h, m - m_h, sms)
                 if all(cfg != c for c in variants.values()):
                     variants[vname] = cfg

@@ -6,6 +6,10 @@
 import json
 import statistics
 import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from link_floor import floor_counts  # noqa: E402
 
 
 def main(path: str) -> None:
@@ -26,6 +30,19 @@ def main(path: str) -> None:
               f"| {min(pre):.2f}x, {statistics.median(pre):.2f}x "
               f"| {min(r['speedup_vs_uva'] for r in rs):.2f}x "
               f"| {min(r['speedup_vs_torch'] for r in rs):.3f}x |")
+    floored = [r for r in rows if "floor_ms" in r]
+    if floored:
+        print("\nAlone against the link floor (the bound with its link term measured for the case's own host "
+              "bytes, link_floor.py):\n")
+        print("| host share x | cases | within 1.05 x bound | within 1.05 x floor | floor > 1.05 x bound "
+              "| dak / floor (median, max) | hbm_fork faster |")
+        print("|---|---|---|---|---|---|---|")
+        for xr in sorted({r["x_req"] for r in floored}):
+            rs = [r for r in floored if r["x_req"] == xr]
+            fc, of = floor_counts(rs), [r["dak_over_floor"] for r in rs]
+            fork = sum(v.get("hbm_fork", 1e9) < v["config"] for v in (r["t_dak_variants_ms"] for r in rs))
+            print(f"| {100 * xr:g}% | {fc['rows']} | {fc['within_bound']} | {fc['within_floor']} "
+                  f"| {fc['floor_above_bound']} | {statistics.median(of):.2f}, {max(of):.2f} | {fork} |")
     chained = [r for r in rows if "t_chain_ms" in r]
     if not chained:
         return

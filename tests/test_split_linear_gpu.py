@@ -63,7 +63,7 @@ def test_random_cases_against_fp32_reference():
         cfg_kw = dict(rng.choice(PRESETS), host_programs=rng.choice([1, 8, 16, 32]),
                       hbm_programs=rng.choice([7, 132, 264]),
                       ce_share=rng.choice([0.0, 0.0, 0.3, 1.0]), ce_chunks=rng.choice([1, 2, 5]),
-                      host_split_k=rng.choice([1, 1, 2, 4, 8]))
+                      host_split_k=rng.choice([1, 1, 2, 4, 8]), hbm_fork=rng.random() < 0.25)
         cfg_kw["block_n"] = 64 if n > 16 else 16
         try:
             _case(rng, m, k, n, m_h, dtype, rng.random() < 0.5, cfg_kw)
@@ -122,6 +122,34 @@ def test_copy_engine_path_under_cuda_graph(fork, monkeypatch):
         assert _rel(y_static, x.float() @ w.float().T) < TOL[dtype]
         assert torch.equal(y_static, split_linear_ce(x, wh.tensor, wg, None, cfg, stage, sms))
     assert y.shape == (8, m)
+
+
+@pytest.mark.parametrize("ce_share,n", [(0.0, 8), (0.0, 32), (1.0, 1)])
+def test_hbm_fork_under_cuda_graph(ce_share, n):
+    """hbm_fork: the HBM rows by dak's GEMV (cuBLAS at 32 tokens) beside a host-only kernel on a
+    forked stream, captured; replays match eager launches and the fp32 reference on fresh inputs."""
+    m, k, m_h, dtype = 4000, 1536, 96, torch.bfloat16
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    w = torch.randn(m, k, device="cuda", dtype=dtype)
+    b = torch.randn(m, device="cuda", dtype=dtype)
+    wh = PinnedBuffer.from_tensor(w[:m_h])
+    wg = w[m_h:].contiguous()
+    stage = staging_buffer(torch.device("cuda"), dtype, m_h * k)
+    cfg = finalize(KernelConfig(block_m=16, block_n=16 if n <= 16 else 32, host_programs=8, host_split_k=4,
+                                ce_share=ce_share, hbm_fork=True), m_h, m - m_h, sms)
+    x = torch.randn(n, k, device="cuda", dtype=dtype)
+    with torch.no_grad():
+        split_linear_ce(x, wh.tensor, wg, b, cfg, stage, sms)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            y_static = split_linear_ce(x, wh.tensor, wg, b, cfg, stage, sms)
+        for _ in range(4):
+            x.copy_(torch.randn_like(x))
+            y_static.fill_(float("nan"))
+            g.replay()
+            torch.cuda.synchronize()
+            assert _rel(y_static, x.float() @ w.float().T + b.float()) < TOL[dtype]
+            assert torch.equal(y_static, split_linear_ce(x, wh.tensor, wg, b, cfg, stage, sms))
 
 
 def test_unprepared_bucket_inside_capture_is_an_error():

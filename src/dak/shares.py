@@ -102,6 +102,15 @@ def split_gemv_tiles_enabled() -> bool:
     return env_flag("DAK_SPLIT_GEMV_TILES", False)
 
 
+def hbm_fork_enabled() -> bool:
+    """$DAK_HBM_FORK=1 (an experiment, off until measured on the GPU): untuned in-place decode
+    configs (thin host shares read by SM loads) multiply their HBM rows with dak's all-HBM GEMV
+    beside a host-only split kernel on a forked stream (KernelConfig.hbm_fork), instead of the
+    split kernel's persistent HBM programs, which ran 1.2x (N = 1) to 1.6x (N = 32) cuBLAS's time
+    on Llama-2-7B's up_proj in H39 (`t_kernel_all_hbm_ms` in linear-decode-chained-s20-h200.json)."""
+    return env_flag("DAK_HBM_FORK", False)
+
+
 INPLACE_TILE_ROWS = 7168  # matrices this tall or taller: see inplace_tiles_enabled
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from dak.kernels.hbm_gemv import heuristic as gemv_heuristic
 from dak.runtime_env import interpreting
 from dak.shares import LINK_BOUND_SHARE, ce_chunks_default, ce_hbm_cublas, ce_min_share  # noqa: F401 -- re-exported for the launchers
-from dak.shares import INPLACE_TILE_ROWS, inplace_tiles_enabled, split_gemv_tiles_enabled
+from dak.shares import INPLACE_TILE_ROWS, hbm_fork_enabled, inplace_tiles_enabled, split_gemv_tiles_enabled
 
 MAX_DECODE_TOKENS = 64  # up to this many tokens, one program covers all of them: no re-reads
 SPLIT_GEMV_STAGES = 3  # pipeline depth cap when in-place split configs take the GEMV's tiles
@@ -60,6 +60,11 @@ class KernelConfig:
         HBM rows' GEMM, instead of after it on the caller's stream ($DAK_CE_FORK=1 forces it
         everywhere). Forking fills the HBM GEMM's last, partial wave with the chunks' tiles; a
         decode step's graph keeps it off (hundreds of branches slowed its copies).
+    hbm_fork: the HBM rows are multiplied by dak's all-HBM GEMV (dak.kernels.hbm_gemv; cuBLAS
+        above its 16 tokens) on the caller's stream, beside a host-only split kernel (the in-place
+        host rows, host programs only) launched first on a forked stream, instead of by the split
+        kernel's persistent HBM programs. Meant for decode batches (any N is computed right). Each
+        launch still reads one memory only; see dak.kernels.split_linear_ce.
     """
 
     block_m: int = 32
@@ -81,6 +86,7 @@ class KernelConfig:
     hbm_cublas: bool = False
     ce_taper: float = 1.0
     ce_fork: bool = False
+    hbm_fork: bool = False
 
     def __post_init__(self):
         for f in ("block_m", "block_n", "block_k"):
@@ -101,6 +107,8 @@ class KernelConfig:
         if self.hbm_cublas and self.ce_share < 1:
             raise ValueError(f"hbm_cublas needs ce_share=1 (every host row staged by the copy engine), "
                              f"got ce_share={self.ce_share}")
+        if self.hbm_fork and self.hbm_cublas:
+            raise ValueError("hbm_fork and hbm_cublas both name the HBM rows' multiplier: set one of them")
         if self.host_kernel not in HOST_KERNELS:
             raise ValueError(f"host_kernel must be one of {HOST_KERNELS}, got {self.host_kernel!r}")
         if (self.mc_cluster not in (1, 2, 4, 8) or self.mc_block_m not in (64, 128)
@@ -209,5 +217,6 @@ def heuristic_config(n_tokens: int, m_host: int, m_hbm: int, k: int, sms: int, t
         ce_taper=taper,
         hbm_cublas=many or (ce and m_host > 0 and ce_hbm_cublas()),
         host_kernel="triton_once" if n_tokens > block_n else "triton",
+        hbm_fork=bool(m_host and m_hbm and not ce and hbm_fork_enabled()),
     )
     return finalize(cfg, m_host, m_hbm, sms)

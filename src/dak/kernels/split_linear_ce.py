@@ -22,6 +22,9 @@ kernel, not on a third stream: no fork and join per operator, so a captured deco
 spread over hundreds of graph-internal streams (measured faster); $DAK_CE_FORK=1 forks as drawn,
 and so does a config with `ce_fork` (large N: the chunks' GEMMs fill the HBM GEMM's last wave).
 `ce_taper` < 1 makes the chunks shrink, so the GEMM left after the last copy is short.
+With `hbm_fork` the main stream's part is two launches instead of one split kernel: the in-place
+host rows by a host-only split kernel on a forked stream (issued first, so its few link-bound
+programs start at once), the HBM rows by dak's all-HBM GEMV (cuBLAS above 16 tokens) beside it.
 """
 
 from __future__ import annotations
@@ -83,8 +86,8 @@ def chunk_bounds(rows: int, tile: int, chunks: int, taper: float = 1.0) -> tuple
 def ce_plan(cfg: KernelConfig, m_h: int, m_g: int, sms: int) -> CEPlan:
     m_ce = ce_rows(cfg, m_h)
     chunks = chunk_bounds(m_ce, cfg.block_m, cfg.ce_chunks, cfg.ce_taper)
-    main = finalize(replace(cfg, ce_share=0.0, ce_chunks=1, ce_taper=1.0, hbm_cublas=False, ce_fork=False),
-                    m_h - m_ce, m_g, sms)
+    main = finalize(replace(cfg, ce_share=0.0, ce_chunks=1, ce_taper=1.0, hbm_cublas=False, ce_fork=False,
+                            hbm_fork=False), m_h - m_ce, 0 if cfg.hbm_fork else m_g, sms)
     return CEPlan(m_ce, chunks, main)
 
 
@@ -113,6 +116,39 @@ def _gemm_into(out: torch.Tensor, x: torch.Tensor, w: torch.Tensor, bias: torch.
         torch.mm(x, w.t(), out=out)
     else:
         torch.addmm(bias, x, w.t(), out=out)
+
+
+def _hbm_beside_host(x: torch.Tensor, w_host: torch.Tensor, w_hbm: torch.Tensor, bias: torch.Tensor | None,
+                     host_cfg: KernelConfig, out: torch.Tensor) -> None:
+    """out = x @ cat(w_host, w_hbm)^T + bias as two launches that run at once: the host rows by a
+    host-only split kernel (`host_cfg`) on the forked "host" stream, issued first, and the HBM
+    rows by dak's GEMV (cuBLAS where the GEMV does not apply) on the caller's stream."""
+    m_h = w_host.shape[0]
+
+    def host():
+        split_linear(x, w_host, w_hbm[:0], None if bias is None else bias[:m_h], host_cfg, out=out[:, :m_h])
+
+    def hbm():
+        b = None if bias is None else bias[m_h:]
+        if gemv_applies(x):
+            hbm_gemv(x, w_hbm, b, config_for(x, w_hbm, b, tune=False), out=out[:, m_h:])
+        elif b is None:
+            torch.mm(x, w_hbm.t(), out=out[:, m_h:])
+        else:
+            torch.addmm(b, x, w_hbm.t(), out=out[:, m_h:])
+
+    if not m_h or not w_hbm.shape[0] or x.device.type != "cuda":  # nothing to overlap, or the interpreter
+        if m_h:
+            host()
+        if w_hbm.shape[0]:
+            hbm()
+        return
+    main = torch.cuda.current_stream(x.device)
+    side = fork(x.device, "host", main)
+    with torch.cuda.stream(side):
+        host()
+    hbm()
+    join(main, side)
 
 
 def issue_copies(w_host: torch.Tensor, plan: CEPlan, stage: torch.Tensor, copy_s: torch.cuda.Stream) -> list:
@@ -154,6 +190,9 @@ def split_linear_ce(x: torch.Tensor, w_host: torch.Tensor, w_hbm: torch.Tensor, 
         if cfg.hbm_cublas:  # m_ce == m_h
             if m_g:
                 _gemm_into(out[:, m_h:], x, w_hbm, bias_of(m_h, m_h + m_g))
+        elif cfg.hbm_fork:
+            _hbm_beside_host(x, w_host[plan.m_ce:], w_hbm, bias_of(plan.m_ce, m_h + m_g), plan.main,
+                             out[:, plan.m_ce:])
         elif m_h - plan.m_ce + m_g:
             split_linear(x, w_host[plan.m_ce:], w_hbm, bias_of(plan.m_ce, m_h + m_g), plan.main,
                          out=out[:, plan.m_ce:])

@@ -2,7 +2,8 @@
 
     cfg.host_kernel == "cuda_multicast"  -> dak.kernels.split_linear_mc (host rows by CUDA clusters)
     cfg.ce_share > 0 or cfg.hbm_cublas    -> dak.kernels.split_linear_ce (part of the host rows by copy
-                                             engine; with hbm_cublas all of them, HBM rows by cuBLAS)
+      or cfg.hbm_fork                        engine; with hbm_cublas all of them, HBM rows by cuBLAS; with
+                                             hbm_fork HBM rows by dak's GEMV beside a host-only kernel)
     otherwise                             -> dak.kernels.split_linear (one Triton launch; host rows
                                              re-read per token block, or once with "triton_once")
 """
@@ -25,7 +26,7 @@ def run_split_linear(x: torch.Tensor, w_host: torch.Tensor, w_hbm: torch.Tensor,
     if cfg.host_kernel == "cuda_multicast":
         from dak.kernels.split_linear_mc import split_linear_mc
         return split_linear_mc(x, w_host, w_hbm, bias, cfg, sms, out=out)
-    if cfg.ce_share > 0 or cfg.hbm_cublas:
+    if cfg.ce_share > 0 or cfg.hbm_cublas or cfg.hbm_fork:
         from dak.kernels.split_linear_ce import ce_rows, split_linear_ce, staging_buffer
         if staging is None:
             need = ce_rows(cfg, w_host.shape[0]) * w_host.stride(0)

@@ -1,7 +1,8 @@
 """Pick split-linear launch configs by a short timed sweep, cached in memory and on disk.
 
 The sweep is coordinate descent from `heuristic_config`: one knob at a time (share of host
-rows moved by the copy engine and its chunking; for N > 64 the chunks' taper and stream, the
+rows moved by the copy engine and its chunking; at decode, HBM rows by dak's GEMV beside a
+host-only kernel; for N > 64 the chunks' taper and stream, the
 token tile and the host kernel that reads each host tile once (Triton slot or CUDA cluster
 multicast, with its cluster size and tiles); host programs = the in-flight cap on the link,
 host split-K, row tile, host load path, reduction tile, pipeline depth, HBM programs, then a
@@ -79,6 +80,8 @@ def _knobs(n: int, m_h: int, m_g: int, sms: int, tma_ok: bool):
     if m_h:
         yield "ce_share", [0.0, 0.5, 1.0]
         yield "ce_chunks", [1, 2, 4, 8]
+    if m_h and m_g and n <= 64:  # HBM rows by dak's GEMV beside a host-only kernel
+        yield "hbm_fork", [False, True]
     if m_h and n > 64:  # staged chunks beside cuBLAS: shrinking chunks, GEMMs on a side stream
         yield "ce_taper", [1.0, 0.5, 0.3]
         yield "ce_fork", [False, True]
@@ -140,6 +143,10 @@ def sweep(run: Runs, n: int, m_h: int, m_g: int, k: int,
                 continue
             if best.hbm_cublas and name not in ("hbm_cublas", "ce_chunks", "ce_taper", "ce_fork"):
                 continue  # cuBLAS for the HBM rows, copy engine for the host rows: nothing else applies
+            if name == "hbm_fork" and best.hbm_cublas:
+                continue
+            if best.hbm_fork and name == "hbm_programs":
+                continue  # the GEMV launches its own grid
             mc = best.host_kernel == "cuda_multicast"
             if name in ("host_programs", "host_split_k") and best.ce_share == 1 and not mc:
                 continue  # no host rows are read in place

@@ -1,0 +1,82 @@
+"""hbm_fork: a split linear's HBM rows by dak's GEMV beside a host-only split kernel.
+
+Against the float64 oracle on odd shapes, fresh inputs and poisoned outputs, through the route
+every caller takes (run_split_linear); on the CPU the two launches run in order under
+TRITON_INTERPRET=1, tests/test_split_linear_gpu.py runs them forked and captured.
+"""
+
+import os
+
+import pytest
+import torch
+
+if not torch.cuda.is_available():  # conftest does this too; kept for running the file alone
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import dak.kernels.split_linear_ce as ce  # noqa: E402
+from dak.kernels import tuning  # noqa: E402
+from dak.kernels.config import KernelConfig, block_n_for, finalize, heuristic_config  # noqa: E402
+from dak.kernels.split_linear_route import run_split_linear  # noqa: E402
+from linear_oracle import check, poisoned, split_inputs  # noqa: E402
+
+
+def _run(m, k, n, m_h, dtype, bias, seed, **kw):
+    x, wh, wg, b, ref = split_inputs(m, k, n, m_h, dtype, bias, seed)
+    cfg = finalize(KernelConfig(block_m=16, block_n=block_n_for(n), block_k=32, host_programs=2, hbm_programs=3,
+                                hbm_fork=True, **kw), m_h, m - m_h, 4)
+    out = poisoned(n, m, dtype)
+    with torch.no_grad():
+        res = run_split_linear(x, wh.tensor, wg, b, cfg, sms=4, out=out)
+    assert res is out
+    check(out, ref, dtype, f"hbm_fork m={m} k={k} n={n} m_h={m_h} bias={bias} {kw}")
+
+
+@pytest.mark.parametrize("m,k,m_h,n", [(83, 40, 17, 1), (83, 40, 50, 3), (45, 13, 9, 17), (61, 70, 1, 64),
+                                       (77, 33, 20, 130)])
+def test_hbm_fork_matches_reference(m, k, m_h, n, monkeypatch):
+    """Partial host shares, odd M and K, 1 to 130 tokens, bias on and off, bf16 and fp16; the GEMV
+    takes the HBM rows up to 16 tokens and cuBLAS above (counted)."""
+    calls = []
+    real = ce.hbm_gemv
+    monkeypatch.setattr(ce, "hbm_gemv", lambda *a, **kw: calls.append(a[1].shape[0]) or real(*a, **kw))
+    for i, dtype in enumerate((torch.bfloat16, torch.float16)):
+        _run(m, k, n, m_h, dtype, bias=(n + i) % 2 == 0, seed=m + n + i, host_split_k=1 + (n == 1))
+    assert calls == ([m - m_h] * 2 if n <= 16 else []), calls
+
+
+@pytest.mark.parametrize("m_h", [0, 45])
+def test_hbm_fork_with_no_host_rows_or_no_hbm_rows(m_h):
+    """Host fraction 0 (GEMV only) and 1 (host-only kernel only)."""
+    _run(45, 24, 5, m_h, torch.bfloat16, bias=True, seed=m_h)
+    _run(45, 24, 2, m_h, torch.float16, bias=False, seed=m_h + 1)
+
+
+def test_hbm_fork_beside_copy_engine_rows():
+    """Half the host rows staged by the copy engine, the rest in place, HBM rows by the GEMV."""
+    _run(83, 40, 8, 50, torch.bfloat16, bias=True, seed=5, ce_share=0.5, ce_chunks=2)
+
+
+def test_hbm_fork_excludes_hbm_cublas():
+    with pytest.raises(ValueError, match="hbm_fork and hbm_cublas"):
+        KernelConfig(ce_share=1.0, hbm_cublas=True, hbm_fork=True)
+
+
+def test_untuned_in_place_configs_fork_only_under_the_flag(monkeypatch):
+    """$DAK_HBM_FORK=1 sets hbm_fork on thin in-place decode shares that have HBM rows; staged
+    (copy-engine) shares, all-host and all-HBM configs never take it; unset, nothing does."""
+    monkeypatch.delenv("DAK_HBM_FORK", raising=False)
+    assert not heuristic_config(8, 64, 11008 - 64, 4096, 132, True).hbm_fork
+    monkeypatch.setenv("DAK_HBM_FORK", "1")
+    thin = heuristic_config(8, 64, 11008 - 64, 4096, 132, True)
+    assert thin.hbm_fork and thin.ce_share == 0
+    staged = heuristic_config(8, 2048, 11008 - 2048, 4096, 132, True)
+    assert staged.ce_share == 1 and not staged.hbm_fork
+    assert not heuristic_config(8, 11008, 0, 4096, 132, True).hbm_fork
+    assert not heuristic_config(8, 0, 11008, 4096, 132, True).hbm_fork
+
+
+def test_tuner_tries_hbm_fork_at_decode_only():
+    knobs = lambda n, m_h, m_g: dict(tuning._knobs(n, m_h, m_g, 132, True))  # noqa: E731
+    assert knobs(8, 64, 4000)["hbm_fork"] == [False, True]
+    assert "hbm_fork" not in knobs(256, 64, 4000)
+    assert "hbm_fork" not in knobs(8, 0, 4000) and "hbm_fork" not in knobs(8, 64, 0)
