@@ -51,6 +51,13 @@ H69) # (twenty-fifth session) H67's linear sweep on the OPT-30B and Llama-3-70B 
     step 290 python3 -u benchmarks/bench_linear.py --tokens 1,8,32 --chained \
         --shapes llama3-70b.qo,llama3-70b.up,llama3-70b.down --out "$OUT/linear-h69-70b.json"
     ;;
+H70) # (twenty-fifth session) GPU tests of hbm_fork (H67's step ran past 150 s), then untuned configs at 32 tokens
+    # alone, the split kernel's HBM programs against hbm_fork (DAK_HBM_FORK=0 keeps the config unforked; the
+    # bench times the forked variant beside it)
+    step 330 python3 -u -m pytest -q -p no:cacheprovider tests/test_split_linear_gpu.py tests/test_split_linear_fork.py
+    step 200 env DAK_HBM_FORK=0 python3 -u benchmarks/bench_linear.py --no-tune --tokens 32 --ratios 0.5,1,2 \
+        --shapes llama2-7b.qkvo,llama2-7b.up,opt-30b.fc2,llama3-70b.down --out "$OUT/linear-h70-n32-heuristic.json"
+    ;;
 H63) # (twenty-fourth session) issue 4's full attention sweep on the new graph timer and the short-context heuristic
     # (H61 reran only the all-HBM and context-256 rows): Llama models, then OPT-30B, as H48
     step 280 python3 -u benchmarks/bench_attention.py --models llama2-7b,llama3-8b --out "$OUT/attention-h63-a.json"

@@ -61,18 +61,26 @@ def test_hbm_fork_excludes_hbm_cublas():
         KernelConfig(ce_share=1.0, hbm_cublas=True, hbm_fork=True)
 
 
-def test_untuned_in_place_configs_fork_only_under_the_flag(monkeypatch):
-    """$DAK_HBM_FORK=1 sets hbm_fork on thin in-place decode shares that have HBM rows; staged
-    (copy-engine) shares, all-host and all-HBM configs never take it; unset, nothing does."""
+def test_untuned_decode_configs_fork_at_17_to_64_tokens(monkeypatch):
+    """By default untuned decode configs of 17-64 tokens with host and HBM rows take hbm_fork
+    (thin in-place shares; staged shares whose HBM rows would go to cuBLAS keep hbm_cublas);
+    1-16 tokens, prefill, all-host and all-HBM configs do not. $DAK_HBM_FORK=1 extends it to
+    every decode token count, 0 turns it off; other values are an error."""
     monkeypatch.delenv("DAK_HBM_FORK", raising=False)
-    assert not heuristic_config(8, 64, 11008 - 64, 4096, 132, True).hbm_fork
+    thin = lambda n: heuristic_config(n, 64, 11008 - 64, 4096, 132, True)  # noqa: E731
+    assert thin(32).hbm_fork and thin(17).hbm_fork and thin(64).hbm_fork and thin(32).ce_share == 0
+    assert not thin(16).hbm_fork and not thin(8).hbm_fork and not thin(65).hbm_fork
+    staged = heuristic_config(32, 2048, 11008 - 2048, 4096, 132, True)
+    assert staged.ce_share == 1 and staged.hbm_cublas and not staged.hbm_fork
+    assert not heuristic_config(32, 11008, 0, 4096, 132, True).hbm_fork
+    assert not heuristic_config(32, 0, 11008, 4096, 132, True).hbm_fork
     monkeypatch.setenv("DAK_HBM_FORK", "1")
-    thin = heuristic_config(8, 64, 11008 - 64, 4096, 132, True)
-    assert thin.hbm_fork and thin.ce_share == 0
-    staged = heuristic_config(8, 2048, 11008 - 2048, 4096, 132, True)
-    assert staged.ce_share == 1 and not staged.hbm_fork
-    assert not heuristic_config(8, 11008, 0, 4096, 132, True).hbm_fork
-    assert not heuristic_config(8, 0, 11008, 4096, 132, True).hbm_fork
+    assert thin(8).hbm_fork and thin(1).hbm_fork and not thin(65).hbm_fork
+    monkeypatch.setenv("DAK_HBM_FORK", "0")
+    assert not thin(32).hbm_fork
+    monkeypatch.setenv("DAK_HBM_FORK", "yes")
+    with pytest.raises(ValueError, match="DAK_HBM_FORK must be 0 or 1"):
+        thin(32)
 
 
 def test_tuner_tries_hbm_fork_at_decode_only():

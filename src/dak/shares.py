@@ -102,13 +102,25 @@ def split_gemv_tiles_enabled() -> bool:
     return env_flag("DAK_SPLIT_GEMV_TILES", False)
 
 
-def hbm_fork_enabled() -> bool:
-    """$DAK_HBM_FORK=1 (an experiment, off until measured on the GPU): untuned in-place decode
-    configs (thin host shares read by SM loads) multiply their HBM rows with dak's all-HBM GEMV
-    beside a host-only split kernel on a forked stream (KernelConfig.hbm_fork), instead of the
-    split kernel's persistent HBM programs, which ran 1.2x (N = 1) to 1.6x (N = 32) cuBLAS's time
-    on Llama-2-7B's up_proj in H39 (`t_kernel_all_hbm_ms` in linear-decode-chained-s20-h200.json)."""
-    return env_flag("DAK_HBM_FORK", False)
+HBM_FORK_MIN_TOKENS = 17  # untuned decode configs of 17-64 tokens take hbm_fork by default
+
+
+def hbm_fork_for(n_tokens: int) -> bool:
+    """Whether an untuned decode config of `n_tokens` tokens (<= 64) multiplies its HBM rows with
+    dak's GEMV (cuBLAS above 16 tokens) beside a host-only split kernel on a forked stream
+    (KernelConfig.hbm_fork) instead of the split kernel's persistent HBM programs, whose decode
+    tiles ran 1.2x (N = 1) to 1.6x (N = 32) cuBLAS's time on Llama-2-7B's up_proj (H39).
+    Default: at 17-64 tokens. Measured on the H200 (twenty-fifth session, H67/H69, 9 shapes,
+    chained 8 in a row, untuned config against it with hbm_fork, `linear-h6[79]-*-s25-h200.json`):
+    at 32 tokens and 0.5-2% host rows 1.21x faster (median of 27; 20 faster by > 1%, 3 slower, the
+    worst 0.94x), 2-100% within 1% but for one case 0.93x; at 1 and 8 tokens and <= 2% mixed
+    (median 1.01-1.02x; Llama shapes up to 1.26x faster, OPT-30B's 7168-row q/k/v/o and fc2 up to
+    11% slower), so off there. $DAK_HBM_FORK=1 takes it at every decode token count, 0 at none."""
+    raw = os.environ.get("DAK_HBM_FORK")
+    if raw is not None and raw not in ("0", "1"):
+        raise ValueError(f"DAK_HBM_FORK must be 0 or 1, got {raw!r}")
+    lo = {None: HBM_FORK_MIN_TOKENS, "1": 1, "0": None}[raw]
+    return lo is not None and lo <= n_tokens <= 64
 
 
 INPLACE_TILE_ROWS = 7168  # matrices this tall or taller: see inplace_tiles_enabled

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from dak.kernels.hbm_gemv import heuristic as gemv_heuristic
 from dak.runtime_env import interpreting
 from dak.shares import LINK_BOUND_SHARE, ce_chunks_default, ce_hbm_cublas, ce_min_share  # noqa: F401 -- re-exported for the launchers
-from dak.shares import INPLACE_TILE_ROWS, hbm_fork_enabled, inplace_tiles_enabled, split_gemv_tiles_enabled
+from dak.shares import INPLACE_TILE_ROWS, hbm_fork_for, inplace_tiles_enabled, split_gemv_tiles_enabled
 
 MAX_DECODE_TOKENS = 64  # up to this many tokens, one program covers all of them: no re-reads
 SPLIT_GEMV_STAGES = 3  # pipeline depth cap when in-place split configs take the GEMV's tiles
@@ -201,6 +201,7 @@ def heuristic_config(n_tokens: int, m_host: int, m_hbm: int, k: int, sms: int, t
     split, host_tiles, k_iters = 1, cdiv(m_host, block_m), cdiv(k, block_k)
     while host_tiles and host_tiles * split < 16 and 2 * split <= min(8, k_iters // 2):
         split *= 2  # few host row tiles: split their reduction so more programs read the link
+    cublas = many or (ce and m_host > 0 and ce_hbm_cublas())
     cfg = KernelConfig(
         host_split_k=split,
         block_m=block_m,
@@ -215,8 +216,8 @@ def heuristic_config(n_tokens: int, m_host: int, m_hbm: int, k: int, sms: int, t
         ce_share=1.0 if ce else 0.0,
         ce_chunks=chunks,
         ce_taper=taper,
-        hbm_cublas=many or (ce and m_host > 0 and ce_hbm_cublas()),
+        hbm_cublas=cublas,
         host_kernel="triton_once" if n_tokens > block_n else "triton",
-        hbm_fork=bool(m_host and m_hbm and not ce and hbm_fork_enabled()),
+        hbm_fork=bool(m_host and m_hbm and not cublas and hbm_fork_for(n_tokens)),
     )
     return finalize(cfg, m_host, m_hbm, sms)
