@@ -40,6 +40,26 @@ def test_graphed_greedy_matches_hf_eager(checkpoints, family, ratio):
     model.dak_free()
 
 
+@pytest.mark.parametrize("family", ["tiny-llama", "tiny-opt"])
+def test_graphed_greedy_at_20_tokens_a_step_with_hbm_fork(checkpoints, family, monkeypatch):
+    """A decode batch of 20 (hbm_fork's default range, 17-64 tokens) with every host row read in
+    place ($DAK_CE_MIN_SHARE=1): the captured steps run the host-only kernels on the forked stream
+    beside the HBM rows' GEMMs, and pick HF's greedy tokens."""
+    from dak.nn import SplitLinear
+    monkeypatch.setenv("DAK_CE_MIN_SHARE", "1")
+    hf, path = checkpoints[family]
+    steps, batch = 16, 20
+    model = dak.offload(path, batch=batch, max_len=PROMPT + steps, host_ratio=0.3, dtype=torch.float16, tune=False)
+    assert model.dak_engine.graphs
+    ids = torch.randint(3, hf.config.vocab_size, (batch, PROMPT), device="cuda")
+    seq = model.generate(ids, max_new_tokens=steps)
+    forked = [cfg.hbm_fork and cfg.ce_share == 0 for mod in model.modules() if isinstance(mod, SplitLinear)
+              for cfg in mod._configs.values()]
+    assert any(forked), "no split linear took the forked in-place path"
+    assert _check_tokens(hf, seq, steps) >= batch * steps - 2
+    model.dak_free()
+
+
 def test_2000_graph_steps_equal_eager(checkpoints):
     _, path = checkpoints["tiny-llama"]
     model = dak.offload(path, batch=3, max_len=2010, host_ratio=0.4, dtype=torch.bfloat16, tune=False)
