@@ -6,7 +6,11 @@ the copy engine, see dak.kernels.split_linear_ce), torch (all in HBM, cuBLAS), p
 (copy engine into an HBM staging buffer, overlapped), uva (whole weight read in place from
 pinned memory by cuBLAS). The bound is max((1-x) C / B_g, x C / B_h) with B_g = torch's
 effective bandwidth on the same shape and N, and B_h = copy-engine H2D bandwidth, both
-measured in this run. Writes JSON (with GPU name, git sha, command) and prints a table.
+measured in this run. dak's time is its config's, or (decode) the same config with hbm_fork
+(HBM rows by dak's GEMV beside a host-only kernel) where that ran faster (`t_dak_variants_ms`);
+each case with host rows also records its link floor (link_floor.py: `floor_ms`,
+`dak_over_floor`, `floor_over_bound`). Decode cases run without autograd, as the runtime does.
+Writes JSON (with GPU name, git sha, command) and prints a table.
 Tuned configs are read from and written to the tuning cache ($DAK_CACHE_DIR/split_linear.json;
 `config_from_cache` in each row says which): point DAK_CACHE_DIR at an empty folder for fresh
 sweeps, or at a cache from an earlier run on the same GPU to skip them.
@@ -214,8 +218,9 @@ def main(argv=None):
             sys.exit(f"unknown shape {s!r}; choose from {', '.join(SHAPES)}")
         if large:
             bench_large_n(s, *SHAPES[s], tokens, ratios, b_h, dtype, a.row_tile, paths, a.tune_large, rows)
-        else:
-            bench_shape(s, *SHAPES[s], tokens, ratios, b_h, dtype, not a.no_tune, a.row_tile, rows, a.chained)
+        else:  # without autograd, as the runtime decodes: dak's GEMV serves hbm_fork's HBM rows at <= 16 tokens
+            with torch.no_grad():  # (H67-H70 ran with grad on: cuBLAS served them there)
+                bench_shape(s, *SHAPES[s], tokens, ratios, b_h, dtype, not a.no_tune, a.row_tile, rows, a.chained)
         write_json(out, {"meta": meta, "B_h_copy_engine": b_h, "rows": rows})
         torch.cuda.empty_cache()
     print(f"wrote {out}")

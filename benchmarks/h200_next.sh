@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh H67|H68|H69|H64|H65|H30|H66 (calls already run: benchmarks/h200_past_calls.sh, same usage)
+#   bash benchmarks/h200_next.sh H75|H64|H65|H30|H66 (calls already run: benchmarks/h200_past_calls.sh, same usage)
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -33,35 +33,12 @@ tuning_cache() {  # the committed tuning cache (every decode case of bench_linea
     cp benchmarks/results/tuning-cache-h200.json "$DAK_CACHE_DIR/split_linear.json"
 }
 case "$1" in
-H67) # (twenty-fifth session) hbm_fork (HBM rows by dak's GEMV beside a host-only kernel) GPU tests, then
-    # Llama-2-7B's decode cases alone with the link floor and the hbm_fork variant, and chained (+fork variants)
-    step 150 python3 -u -m pytest -q -p no:cacheprovider tests/test_split_linear_gpu.py
-    tuning_cache
-    step 420 python3 -u benchmarks/bench_linear.py --tokens 1,8,32 --chained \
-        --shapes llama2-7b.qkvo,llama2-7b.up,llama2-7b.down --out "$OUT/linear-h67-7b.json"
-    ;;
-H68) # (twenty-fifth session) issue 4's full attention sweep (H63) with each case's link floor
-    step 310 python3 -u benchmarks/bench_attention.py --models llama2-7b,llama3-8b --out "$OUT/attention-h68-a.json"
-    step 270 python3 -u benchmarks/bench_attention.py --models opt-30b --out "$OUT/attention-h68-b.json"
-    ;;
-H69) # (twenty-fifth session) H67's linear sweep on the OPT-30B and Llama-3-70B shapes
-    tuning_cache
-    step 290 python3 -u benchmarks/bench_linear.py --tokens 1,8,32 --chained \
-        --shapes opt-30b.qkvo,opt-30b.fc1,opt-30b.fc2 --out "$OUT/linear-h69-opt.json"
-    step 290 python3 -u benchmarks/bench_linear.py --tokens 1,8,32 --chained \
-        --shapes llama3-70b.qo,llama3-70b.up,llama3-70b.down --out "$OUT/linear-h69-70b.json"
-    ;;
-H70) # (twenty-fifth session) GPU tests of hbm_fork (H67's step ran past 150 s), then untuned configs at 32 tokens
-    # alone, the split kernel's HBM programs against hbm_fork (DAK_HBM_FORK=0 keeps the config unforked; the
-    # bench times the forked variant beside it)
-    step 330 python3 -u -m pytest -q -p no:cacheprovider tests/test_split_linear_gpu.py tests/test_split_linear_fork.py
-    step 200 env DAK_HBM_FORK=0 python3 -u benchmarks/bench_linear.py --no-tune --tokens 32 --ratios 0.5,1,2 \
-        --shapes llama2-7b.qkvo,llama2-7b.up,opt-30b.fc2,llama3-70b.down --out "$OUT/linear-h70-n32-heuristic.json"
-    ;;
-H63) # (twenty-fourth session) issue 4's full attention sweep on the new graph timer and the short-context heuristic
-    # (H61 reran only the all-HBM and context-256 rows): Llama models, then OPT-30B, as H48
-    step 280 python3 -u benchmarks/bench_attention.py --models llama2-7b,llama3-8b --out "$OUT/attention-h63-a.json"
-    step 250 python3 -u benchmarks/bench_attention.py --models opt-30b --out "$OUT/attention-h63-b.json"
+H75) # (twenty-fifth session) hbm_fork at 1-8 tokens with dak's GEMV for the HBM rows (H67/H69 ran autograd on: cuBLAS);
+    # untuned configs unforked (DAK_HBM_FORK=0), each beside its forked variant, alone and chained
+    step 280 env DAK_HBM_FORK=0 python3 -u benchmarks/bench_linear.py --no-tune --tokens 1,8 --ratios 0.5,1,2 --chained \
+        --shapes llama2-7b.qkvo,llama2-7b.up,llama2-7b.down,opt-30b.qkvo,opt-30b.fc2 --out "$OUT/linear-h75-a.json"
+    step 280 env DAK_HBM_FORK=0 python3 -u benchmarks/bench_linear.py --no-tune --tokens 1,8 --ratios 0.5,1,2 --chained \
+        --shapes opt-30b.fc1,llama3-70b.qo,llama3-70b.up,llama3-70b.down --out "$OUT/linear-h75-b.json"
     ;;
 H64) # (twenty-fourth session) the committed split-linear tuning cache was swept on the old timer over one L2-warm buffer:
     # Llama-2-7B's decode cases at N = 8, 1-5% with it (old configs), then fresh sweeps on the new timer and rotation,
@@ -73,11 +50,11 @@ H64) # (twenty-fourth session) the committed split-linear tuning cache was swept
     step 380 $lin --chained --out "$OUT/linear-h64-fresh.json"
     cp "$DAK_CACHE_DIR/split_linear.json" "$OUT/tuning-cache-h64.json" 2>/dev/null
     ;;
-H65) # (twenty-fourth session) GPU files not run on the new timer, tuner rotation and attention heuristic
-    step 260 python3 -u -m pytest -q -p no:cacheprovider tests/test_kv_ahead.py tests/test_copy_ahead_gpu.py
-    step 260 python3 -u -m pytest -q -p no:cacheprovider tests/test_split_linear_large_n_gpu.py tests/test_bench_e2e_gpu.py
-    # H58: OPT's unfused LayerNorm 4.4 us a launch against add + LayerNorm's 2.5 (its w/b loads now issue before the
-    # reductions, 93ff13d+): every norm alone, torch's beside
+H65) # (twenty-fourth session; trimmed in the twenty-fifth, which ran the KV copy-ahead, copy-ahead and large-N GPU files:
+    # 18 + 21 passed) the bench-e2e GPU file, not run on the new timer and tuner rotation; H58: OPT's unfused LayerNorm
+    # 4.4 us a launch against add + LayerNorm's 2.5 (its w/b loads now issue before the reductions, 93ff13d+): every norm
+    # alone, torch's beside
+    step 300 python3 -u -m pytest -q -p no:cacheprovider tests/test_bench_e2e_gpu.py
     step 60 python3 -u benchmarks/probe_norms.py --out "$OUT/probe-norms-h65.json"
     ;;
 H30) # (twenty-fourth session) the chain model now prices a calibrated copy-engine linear's copy start-up
@@ -94,6 +71,6 @@ H66) # (twenty-fourth session) Llama-2-7B at 2% moved 3.96 -> 4.01 ms (EB/bound 
     done
     ;;
 *)  . "$(dirname "$0")/h200_past_calls.sh"  # calls already run, kept to rerun or read
-    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H67|H68|H69|H63|H64|H65|H30|H66 (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
+    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H75|H64|H65|H30|H66 (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
 esac
 tail -c 3000 "$log"

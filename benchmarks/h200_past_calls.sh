@@ -3,6 +3,36 @@
 # (step, ab, curves_ab) and $OUT, $log are set. past_call NAME runs one; unknown names return 2.
 past_call() {
 case "$1" in
+H70) # (ran: twenty-fifth session) GPU tests of hbm_fork (H67's step ran past 150 s), then untuned configs at 32 tokens
+    # alone, the split kernel's HBM programs against hbm_fork (DAK_HBM_FORK=0 keeps the config unforked; the
+    # bench times the forked variant beside it)
+    step 330 python3 -u -m pytest -q -p no:cacheprovider tests/test_split_linear_gpu.py tests/test_split_linear_fork.py
+    step 200 env DAK_HBM_FORK=0 python3 -u benchmarks/bench_linear.py --no-tune --tokens 32 --ratios 0.5,1,2 \
+        --shapes llama2-7b.qkvo,llama2-7b.up,opt-30b.fc2,llama3-70b.down --out "$OUT/linear-h70-n32-heuristic.json"
+    ;;
+H69) # (ran: twenty-fifth session) H67's linear sweep on the OPT-30B and Llama-3-70B shapes
+    tuning_cache
+    step 290 python3 -u benchmarks/bench_linear.py --tokens 1,8,32 --chained \
+        --shapes opt-30b.qkvo,opt-30b.fc1,opt-30b.fc2 --out "$OUT/linear-h69-opt.json"
+    step 290 python3 -u benchmarks/bench_linear.py --tokens 1,8,32 --chained \
+        --shapes llama3-70b.qo,llama3-70b.up,llama3-70b.down --out "$OUT/linear-h69-70b.json"
+    ;;
+H68) # (ran: twenty-fifth session) issue 4's full attention sweep (H63) with each case's link floor
+    step 310 python3 -u benchmarks/bench_attention.py --models llama2-7b,llama3-8b --out "$OUT/attention-h68-a.json"
+    step 270 python3 -u benchmarks/bench_attention.py --models opt-30b --out "$OUT/attention-h68-b.json"
+    ;;
+H67) # (ran: twenty-fifth session) hbm_fork (HBM rows by dak's GEMV beside a host-only kernel) GPU tests, then
+    # Llama-2-7B's decode cases alone with the link floor and the hbm_fork variant, and chained (+fork variants)
+    step 150 python3 -u -m pytest -q -p no:cacheprovider tests/test_split_linear_gpu.py
+    tuning_cache
+    step 420 python3 -u benchmarks/bench_linear.py --tokens 1,8,32 --chained \
+        --shapes llama2-7b.qkvo,llama2-7b.up,llama2-7b.down --out "$OUT/linear-h67-7b.json"
+    ;;
+H63) # (superseded: run as H68 in the twenty-fifth session, with link floors) (twenty-fourth session) issue 4's full attention sweep on the new graph timer and the short-context heuristic
+    # (H61 reran only the all-HBM and context-256 rows): Llama models, then OPT-30B, as H48
+    step 280 python3 -u benchmarks/bench_attention.py --models llama2-7b,llama3-8b --out "$OUT/attention-h63-a.json"
+    step 250 python3 -u benchmarks/bench_attention.py --models opt-30b --out "$OUT/attention-h63-b.json"
+    ;;
 H61) # (ran: twenty-fourth session) H60: 128-key tiles up to 256 keys ran at 1.13-1.23x torch's time where items fill the SMs (Llama-2-7B,
     # OPT-30B, B >= 64): now only all-HBM caches of 129-256 keys with fewer items than SMs. Issue 4's all-HBM table
     # again, every S = 256 row (host fractions too: the 256-key split minimum changes their HBM side), the GPU file
