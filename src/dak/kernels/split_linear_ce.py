@@ -105,11 +105,13 @@ def _padded_rows(w: torch.Tensor, lo: int, hi: int) -> torch.Tensor:
     return w.as_strided((hi - lo, w.stride(0)), (w.stride(0), 1), w.storage_offset() + lo * w.stride(0))
 
 
-def _gemm_into(out: torch.Tensor, x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None) -> None:
+def _gemm_into(out: torch.Tensor, x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None,
+               gemv: bool | None = None) -> None:
     """out = x @ w^T + bias by torch's GEMM, straight into `out` (a column slice of the output:
     cuBLAS writes it with the full row stride, no temporary); with $DAK_CE_GEMV=1 at a decode
-    batch by dak's GEMV (heuristic config), which writes the slice the same way."""
-    if ce_gemv_enabled() and gemv_applies(x):
+    batch by dak's GEMV (heuristic config), which writes the slice the same way (`gemv`: whether
+    the GEMV may serve, default ce_gemv_enabled())."""
+    if (ce_gemv_enabled() if gemv is None else gemv) and gemv_applies(x):
         hbm_gemv(x, w, bias, config_for(x, w, bias, tune=False), out=out)
         return
     if bias is None:
@@ -129,13 +131,7 @@ def _hbm_beside_host(x: torch.Tensor, w_host: torch.Tensor, w_hbm: torch.Tensor,
         split_linear(x, w_host, w_hbm[:0], None if bias is None else bias[:m_h], host_cfg, out=out[:, :m_h])
 
     def hbm():
-        b = None if bias is None else bias[m_h:]
-        if gemv_applies(x):
-            hbm_gemv(x, w_hbm, b, config_for(x, w_hbm, b, tune=False), out=out[:, m_h:])
-        elif b is None:
-            torch.mm(x, w_hbm.t(), out=out[:, m_h:])
-        else:
-            torch.addmm(b, x, w_hbm.t(), out=out[:, m_h:])
+        _gemm_into(out[:, m_h:], x, w_hbm, None if bias is None else bias[m_h:], gemv=True)
 
     if not m_h or not w_hbm.shape[0] or x.device.type != "cuda":  # nothing to overlap, or the interpreter
         if m_h:

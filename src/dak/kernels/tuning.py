@@ -143,8 +143,6 @@ def sweep(run: Runs, n: int, m_h: int, m_g: int, k: int,
                 continue
             if best.hbm_cublas and name not in ("hbm_cublas", "ce_chunks", "ce_taper", "ce_fork"):
                 continue  # cuBLAS for the HBM rows, copy engine for the host rows: nothing else applies
-            if name == "hbm_fork" and best.hbm_cublas:
-                continue
             if best.hbm_fork and name == "hbm_programs":
                 continue  # the GEMV launches its own grid
             mc = best.host_kernel == "cuda_multicast"
