@@ -64,6 +64,12 @@ class GemvConfig:
 
 CANDIDATES = [GemvConfig(bm, bk, st) for bm in (16, 32, 64) for bk in (128, 256) for st in (3, 4, 5, 6)
               if (bm, bk, st) != (64, 256, 6)]  # that one needs more shared memory than an H100/H200 has
+# The launch for a split linear's HBM rows beside its host-only kernel (hbm_fork). H200, bf16, N 1
+# and 8, 0.6-1.2% host rows, untuned host kernel, CUDA graphs over rotated weights (twenty-sixth
+# session, benchmarks/probe_fork_gemv.py, probe-fork-gemv-s26-h200.json, 4 shapes): the fastest
+# forked pair of 7 launches in 10 of 16 cases, within 3% in all; heuristic(M, K)'s launch, the
+# fastest alone, was up to 9% slower forked (on 7168 rows its 64-row tiles make 112 programs).
+FORK_GEMV = GemvConfig(32, 256, 4)
 CACHE: ConfigCache[GemvConfig] = ConfigCache("hbm_gemv", GemvConfig, GemvConfig.to_dict)
 
 

@@ -36,7 +36,7 @@ import torch
 
 from dak.kernels.buffers import shared_buffer
 from dak.kernels.config import KernelConfig, cdiv, finalize
-from dak.kernels.hbm_gemv import config_for, gemv_applies, hbm_gemv
+from dak.kernels.hbm_gemv import FORK_GEMV, GemvConfig, config_for, gemv_applies, hbm_gemv
 from dak.kernels.split_linear import check_split_args, split_linear
 from dak.kernels.streams import fork, join, side_stream
 from dak.shares import ce_fork_enabled, ce_gemv_enabled
@@ -106,13 +106,13 @@ def _padded_rows(w: torch.Tensor, lo: int, hi: int) -> torch.Tensor:
 
 
 def _gemm_into(out: torch.Tensor, x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None,
-               gemv: bool | None = None) -> None:
+               gemv: bool | None = None, gemv_cfg: GemvConfig | None = None) -> None:
     """out = x @ w^T + bias by torch's GEMM, straight into `out` (a column slice of the output:
     cuBLAS writes it with the full row stride, no temporary); with $DAK_CE_GEMV=1 at a decode
-    batch by dak's GEMV (heuristic config), which writes the slice the same way (`gemv`: whether
-    the GEMV may serve, default ce_gemv_enabled())."""
+    batch by dak's GEMV, which writes the slice the same way (`gemv`: whether the GEMV may serve,
+    default ce_gemv_enabled(); `gemv_cfg`: its launch, default the cached or heuristic one)."""
     if (ce_gemv_enabled() if gemv is None else gemv) and gemv_applies(x):
-        hbm_gemv(x, w, bias, config_for(x, w, bias, tune=False), out=out)
+        hbm_gemv(x, w, bias, gemv_cfg or config_for(x, w, bias, tune=False), out=out)
         return
     if bias is None:
         torch.mm(x, w.t(), out=out)
@@ -124,14 +124,15 @@ def _hbm_beside_host(x: torch.Tensor, w_host: torch.Tensor, w_hbm: torch.Tensor,
                      host_cfg: KernelConfig, out: torch.Tensor) -> None:
     """out = x @ cat(w_host, w_hbm)^T + bias as two launches that run at once: the host rows by a
     host-only split kernel (`host_cfg`) on the forked "host" stream, issued first, and the HBM
-    rows by dak's GEMV (cuBLAS where the GEMV does not apply) on the caller's stream."""
+    rows by dak's GEMV (its FORK_GEMV launch; cuBLAS where the GEMV does not apply) on the
+    caller's stream."""
     m_h = w_host.shape[0]
 
     def host():
         split_linear(x, w_host, w_hbm[:0], None if bias is None else bias[:m_h], host_cfg, out=out[:, :m_h])
 
     def hbm():
-        _gemm_into(out[:, m_h:], x, w_hbm, None if bias is None else bias[m_h:], gemv=True)
+        _gemm_into(out[:, m_h:], x, w_hbm, None if bias is None else bias[m_h:], gemv=True, gemv_cfg=FORK_GEMV)
 
     if not m_h or not w_hbm.shape[0] or x.device.type != "cuda":  # nothing to overlap, or the interpreter
         if m_h:
