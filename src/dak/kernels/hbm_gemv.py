@@ -64,12 +64,6 @@ class GemvConfig:
 
 CANDIDATES = [GemvConfig(bm, bk, st) for bm in (16, 32, 64) for bk in (128, 256) for st in (3, 4, 5, 6)
               if (bm, bk, st) != (64, 256, 6)]  # that one needs more shared memory than an H100/H200 has
-# The launch for a split linear's HBM rows beside its host-only kernel (hbm_fork). H200, bf16, N 1
-# and 8, 0.6-1.2% host rows, untuned host kernel, CUDA graphs over rotated weights (twenty-sixth
-# session, benchmarks/probe_fork_gemv.py, probe-fork-gemv-s26-h200.json, 4 shapes): the fastest
-# forked pair of 7 launches in 10 of 16 cases, within 3% in all; heuristic(M, K)'s launch, the
-# fastest alone, was up to 9% slower forked (on 7168 rows its 64-row tiles make 112 programs).
-FORK_GEMV = GemvConfig(32, 256, 4)
 CACHE: ConfigCache[GemvConfig] = ConfigCache("hbm_gemv", GemvConfig, GemvConfig.to_dict)
 
 
@@ -92,6 +86,17 @@ def heuristic(m: int, k: int) -> GemvConfig:
     if m <= 32768:
         return GemvConfig(64, 128, 3)
     return GemvConfig(64, 128, 4)
+
+
+def fork_config(m: int, k: int) -> GemvConfig:
+    """The launch for a split linear's M HBM rows beside its host-only kernel (hbm_fork). H200,
+    bf16, N 1 and 8, 0.5-1.2% host rows, untuned host kernel, CUDA graphs over rotated weights
+    (twenty-sixth session): up to 8192 rows 32 x 256 tiles, 4 stages, the fastest forked pair of 7
+    launches in 10 of 16 cases and within 3% in all (probe_fork_gemv.py, 4 shapes), where
+    heuristic(M, K), the fastest alone, was up to 9% slower forked (on 7168 rows its 64-row tiles
+    make 112 programs, fewer than the SMs); taller matrices keep heuristic(M, K), 32-row tiles there
+    being up to 1.45x slower forked (11008 and 28672 rows, bench_linear.py, linear-h77-s26-h200.json)."""
+    return GemvConfig(32, 256, 4) if m <= 8192 else heuristic(m, k)
 
 
 @triton.jit

@@ -36,7 +36,7 @@ import torch
 
 from dak.kernels.buffers import shared_buffer
 from dak.kernels.config import KernelConfig, cdiv, finalize
-from dak.kernels.hbm_gemv import FORK_GEMV, GemvConfig, config_for, gemv_applies, hbm_gemv
+from dak.kernels.hbm_gemv import GemvConfig, config_for, fork_config, gemv_applies, hbm_gemv
 from dak.kernels.split_linear import check_split_args, split_linear
 from dak.kernels.streams import fork, join, side_stream
 from dak.shares import ce_fork_enabled, ce_gemv_enabled
@@ -124,7 +124,7 @@ def _hbm_beside_host(x: torch.Tensor, w_host: torch.Tensor, w_hbm: torch.Tensor,
                      host_cfg: KernelConfig, out: torch.Tensor) -> None:
     """out = x @ cat(w_host, w_hbm)^T + bias as two launches that run at once: the host rows by a
     host-only split kernel (`host_cfg`) on the forked "host" stream, issued first, and the HBM
-    rows by dak's GEMV (its FORK_GEMV launch; cuBLAS where the GEMV does not apply) on the
+    rows by dak's GEMV (its fork_config launch; cuBLAS where the GEMV does not apply) on the
     caller's stream."""
     m_h = w_host.shape[0]
 
@@ -132,7 +132,8 @@ def _hbm_beside_host(x: torch.Tensor, w_host: torch.Tensor, w_hbm: torch.Tensor,
         split_linear(x, w_host, w_hbm[:0], None if bias is None else bias[:m_h], host_cfg, out=out[:, :m_h])
 
     def hbm():
-        _gemm_into(out[:, m_h:], x, w_hbm, None if bias is None else bias[m_h:], gemv=True, gemv_cfg=FORK_GEMV)
+        _gemm_into(out[:, m_h:], x, w_hbm, None if bias is None else bias[m_h:], gemv=True,
+                   gemv_cfg=fork_config(*w_hbm.shape))
 
     if not m_h or not w_hbm.shape[0] or x.device.type != "cuda":  # nothing to overlap, or the interpreter
         if m_h:
