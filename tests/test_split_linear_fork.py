@@ -16,6 +16,7 @@ if not torch.cuda.is_available():  # conftest does this too; kept for running th
 import dak.kernels.split_linear_ce as ce  # noqa: E402
 from dak.kernels import tuning  # noqa: E402
 from dak.kernels.config import KernelConfig, block_n_for, finalize, heuristic_config  # noqa: E402
+from dak.kernels.hbm_gemv import GemvConfig, fork_config, heuristic  # noqa: E402
 from dak.kernels.split_linear_route import run_split_linear  # noqa: E402
 from linear_oracle import check, poisoned, split_inputs  # noqa: E402
 
@@ -38,10 +39,18 @@ def test_hbm_fork_matches_reference(m, k, m_h, n, monkeypatch):
     takes the HBM rows up to 16 tokens and cuBLAS above (counted)."""
     calls = []
     real = ce.hbm_gemv
-    monkeypatch.setattr(ce, "hbm_gemv", lambda *a, **kw: calls.append(a[1].shape[0]) or real(*a, **kw))
+    monkeypatch.setattr(ce, "hbm_gemv", lambda *a, **kw: calls.append((a[1].shape[0], a[3])) or real(*a, **kw))
     for i, dtype in enumerate((torch.bfloat16, torch.float16)):
         _run(m, k, n, m_h, dtype, bias=(n + i) % 2 == 0, seed=m + n + i, host_split_k=1 + (n == 1))
-    assert calls == ([m - m_h] * 2 if n <= 16 else []), calls
+    assert calls == ([(m - m_h, fork_config(m - m_h, k))] * 2 if n <= 16 else []), calls
+
+
+def test_fork_gemv_launch_by_rows():
+    """Beside the host kernel: 32 x 256 tiles, 4 stages up to 8192 HBM rows (H76/H77), the
+    all-HBM heuristic above."""
+    assert fork_config(7120, 7168) == fork_config(8192, 8192) == GemvConfig(32, 256, 4)
+    assert fork_config(4064, 11008) == GemvConfig(32, 256, 4) != heuristic(4064, 11008)
+    assert fork_config(8193, 4096) == heuristic(8193, 4096) and fork_config(28500, 8192) == heuristic(28500, 8192)
 
 
 @pytest.mark.parametrize("m_h", [0, 45])

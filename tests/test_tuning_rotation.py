@@ -102,3 +102,25 @@ def test_attention_tuning_rotates_layers_first_then_clones(layers, want_layers):
         assert torch.equal(s[2], kg) and torch.equal(s[3], vg)
         assert s[2].data_ptr() != kg.data_ptr()
     assert len({s[2].data_ptr() for s in sets}) == 8
+
+
+def test_decode_sweep_also_descends_the_other_host_path(monkeypatch):
+    """The heuristic stages a 25% host share by the copy engine; here the in-place path wins only
+    once its pipeline depth is tuned, so one descent from the heuristic would keep the staged one."""
+    def fake_graph_time(calls, **kw):
+        for fn in calls:
+            fn()
+        cfg = trials_cfg[-1]
+        if cfg.ce_share == 1:
+            return 2.0
+        return 1.0 if cfg.ce_share == 0 and cfg.num_stages == 6 else 3.0
+    trials_cfg = []
+    monkeypatch.setattr(tu, "graph_time_ms", fake_graph_time)
+    start = tu.heuristic_config(8, 1024, 3072, 4096, 132, False)
+    assert start.ce_share == 1, "the case needs a staged heuristic"
+    best, trials = tu.sweep([lambda cfg: trials_cfg.append(cfg)], 8, 1024, 3072, 4096, 132, tma_ok=False)
+    assert best.ce_share == 0 and best.num_stages == 6 and not best.hbm_cublas
+    assert any(t[0]["ce_share"] == 1 for t in trials), "the staged branch was descended too"
+    trials_cfg.clear()
+    best, _ = tu.sweep([lambda cfg: trials_cfg.append(cfg)], 256, 1024, 3072, 4096, 132, tma_ok=False)
+    assert best.ce_share == 1, "prefill sweeps keep one descent"
