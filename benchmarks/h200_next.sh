@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh H75|H64|H65|H30|H66 (calls already run: benchmarks/h200_past_calls.sh, same usage)
+#   bash benchmarks/h200_next.sh H78|H79|H80 (calls already run: benchmarks/h200_past_calls.sh, same usage)
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -33,44 +33,31 @@ tuning_cache() {  # the committed tuning cache (every decode case of bench_linea
     cp benchmarks/results/tuning-cache-h200.json "$DAK_CACHE_DIR/split_linear.json"
 }
 case "$1" in
-H75) # (twenty-fifth session) hbm_fork at 1-8 tokens with dak's GEMV for the HBM rows (H67/H69 ran autograd on: cuBLAS);
-    # untuned configs unforked (DAK_HBM_FORK=0), each beside its forked variant, alone and chained
-    step 280 env DAK_HBM_FORK=0 python3 -u benchmarks/bench_linear.py --no-tune --tokens 1,8 --ratios 0.5,1,2 --chained \
-        --shapes llama2-7b.qkvo,llama2-7b.up,llama2-7b.down,opt-30b.qkvo,opt-30b.fc2 --out "$OUT/linear-h75-a.json"
-    step 280 env DAK_HBM_FORK=0 python3 -u benchmarks/bench_linear.py --no-tune --tokens 1,8 --ratios 0.5,1,2 --chained \
-        --shapes opt-30b.fc1,llama3-70b.qo,llama3-70b.up,llama3-70b.down --out "$OUT/linear-h75-b.json"
+H78) # (twenty-sixth session) hbm_fork's GEMV launch by rows (fork_config: 32x256x4 up to 8192 rows, the heuristic
+    # above) is pieced from H77 (<= 8192 rows) and H75 (taller): both sides in one run, untuned configs unforked
+    # beside their forked variants at 1 and 8 tokens, alone and chained; then batch 8 end to end with hbm_fork at
+    # every decode batch (DAK_HBM_FORK=1) against the default (fork at 17-64 tokens only), the planner's predictions
+    # beside. If forked wins everywhere, make 1-16 tokens the default (dak.shares.hbm_fork_for)
+    step 150 env DAK_HBM_FORK=0 python3 -u benchmarks/bench_linear.py --no-tune --tokens 1,8 --ratios 0.5,1,2 \
+        --chained --out "$OUT/linear-h78.json"
+    e2e="python3 -m dak bench e2e --models llama-2-7b,llama-3-8b,opt-6.7b --batch 8 --ratios 1,2,5"
+    ab 140 DAK_HBM_FORK=1 e2e-h78 $e2e --systems dak-greedy,dak-consolidated
     ;;
-H64) # (twenty-fourth session) the committed split-linear tuning cache was swept on the old timer over one L2-warm buffer:
-    # Llama-2-7B's decode cases at N = 8, 1-5% with it (old configs), then fresh sweeps on the new timer and rotation,
-    # same call (9 sweeps; widen to N 1/32 and 0.5/10% if they fit)
+H79) # (twenty-sixth session) decode sweeps now descend from both host paths (tuning.sweep): H64 again, the
+    # committed cache (old configs) against fresh sweeps, Llama-2-7B N = 8 at 1-5%; if fresh wins, refresh the
+    # committed cache (tuning-cache-h200.json) with H80
     lin="python3 -u benchmarks/bench_linear.py --shapes llama2-7b.qkvo,llama2-7b.up,llama2-7b.down --tokens 8 --ratios 1,2,5"
     tuning_cache
-    step 200 $lin --chained --out "$OUT/linear-h64-old-cache.json"
+    step 150 $lin --chained --out "$OUT/linear-h79-old-cache.json"
     rm -f "$DAK_CACHE_DIR/split_linear.json"
-    step 380 $lin --chained --out "$OUT/linear-h64-fresh.json"
-    cp "$DAK_CACHE_DIR/split_linear.json" "$OUT/tuning-cache-h64.json" 2>/dev/null
+    step 420 $lin --chained --out "$OUT/linear-h79-fresh.json"
+    cp "$DAK_CACHE_DIR/split_linear.json" "$OUT/tuning-cache-h79.json" 2>/dev/null
     ;;
-H65) # (twenty-fourth session; trimmed in the twenty-fifth, which ran the KV copy-ahead, copy-ahead and large-N GPU files:
-    # 18 + 21 passed) the bench-e2e GPU file, not run on the new timer and tuner rotation; H58: OPT's unfused LayerNorm
-    # 4.4 us a launch against add + LayerNorm's 2.5 (its w/b loads now issue before the reductions, 93ff13d+): every norm
-    # alone, torch's beside
-    step 300 python3 -u -m pytest -q -p no:cacheprovider tests/test_bench_e2e_gpu.py
-    step 60 python3 -u benchmarks/probe_norms.py --out "$OUT/probe-norms-h65.json"
-    ;;
-H30) # (twenty-fourth session) the chain model now prices a calibrated copy-engine linear's copy start-up
-    # (stream.curve_copy_overhead): on the H17 profile at 2% consolidated keeps greedy's in-place plan (predicted
-    # 4.22 ms; greedy's measured 4.01 in H18) instead of the streamed o_proj chain (measured 4.37). H24's A/B on it
-    curves_ab h30
-    ;;
-H66) # (twenty-fourth session) Llama-2-7B at 2% moved 3.96 -> 4.01 ms (EB/bound 0.91 -> 0.8998) on the in-place tiles
-    # default (H55): its plan keeps 448 of lm_head's 32000 rows in place, a >= 7168-row matrix the tiles change.
-    # A/B of DAK_INPLACE_TILES, twice, alternating
-    for run in 1 2; do
-        ab 100 DAK_INPLACE_TILES=0 "e2e-h66-$run" python3 -m dak bench e2e --batch 8 --models llama-2-7b --ratios 2 \
-            --systems dak-consolidated
-    done
+H80) # (twenty-sixth session) GPU tests of the code after fa06a79 (fork_config, the two-path tuning sweep)
+    step 400 python3 -u -m pytest -q -p no:cacheprovider tests/test_split_linear_gpu.py tests/test_split_linear_fork.py \
+        tests/test_timing_gpu.py
     ;;
 *)  . "$(dirname "$0")/h200_past_calls.sh"  # calls already run, kept to rerun or read
-    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H75|H64|H65|H30|H66 (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
+    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H78|H79|H80 (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
 esac
 tail -c 3000 "$log"

@@ -3,6 +3,67 @@
 # (step, ab, curves_ab) and $OUT, $log are set. past_call NAME runs one; unknown names return 2.
 past_call() {
 case "$1" in
+H77) # (ran: twenty-sixth session, inline at 032b06c) hbm_fork with one fixed GEMV launch (32x256x4) for its HBM rows:
+    # untuned configs unforked beside forked, every shape, then batch 8 with hbm_fork at every decode batch
+    step 150 env DAK_HBM_FORK=0 python3 -u benchmarks/bench_linear.py --no-tune --tokens 1,8 --ratios 0.5,1,2 \
+        --chained --out "$OUT/linear-h77.json"
+    step 130 env DAK_HBM_FORK=1 python3 -m dak bench e2e --models llama-2-7b,llama-3-8b,opt-6.7b --batch 8 \
+        --ratios 1,2,5 --systems dak-greedy,dak-consolidated --out "$OUT/e2e-h77-fork.json"
+    ;;
+H76) # (ran: twenty-sixth session, inline at 4171805) GEMV launches for hbm_fork's HBM rows (probe), then batch 8
+    # with hbm_fork at every decode batch against the default
+    step 200 python3 -u benchmarks/probe_fork_gemv.py --out "$OUT/probe-fork-gemv-h76.json"
+    e2e="python3 -m dak bench e2e --models llama-2-7b,llama-3-8b,opt-6.7b --batch 8 --ratios 1,2,5"
+    step 170 $e2e --systems dak-greedy,dak-consolidated --out "$OUT/e2e-h76-default.json"
+    step 170 env DAK_HBM_FORK=1 $e2e --systems dak-greedy,dak-consolidated --out "$OUT/e2e-h76-fork.json"
+    ;;
+S26GEMV) # (ran: twenty-sixth session, inline at fa06a79) the all-HBM GEMV's config sweep on OPT-30B's linears
+    for n in 8 1; do
+        step 265 python3 -u benchmarks/sweep_gemv.py --models opt-30b --tokens $n --out "$OUT/sweep-gemv-opt30b-n$n.json"
+    done
+    ;;
+S26GPU) # (ran: twenty-sixth session, inline at fa06a79) every GPU test file the earlier calls had not run
+    step 560 python3 -m pytest -q -p no:cacheprovider -m gpu tests --ignore=tests/test_bench_e2e_gpu.py \
+        --ignore=tests/test_copy_ahead_gpu.py --ignore=tests/test_kv_ahead.py \
+        --ignore=tests/test_split_linear_large_n_gpu.py --durations=15
+    ;;
+H75) # (ran: twenty-sixth session; queued in the twenty-fifth) hbm_fork at 1-8 tokens with dak's GEMV for the HBM rows (H67/H69 ran autograd on: cuBLAS);
+    # untuned configs unforked (DAK_HBM_FORK=0), each beside its forked variant, alone and chained
+    step 280 env DAK_HBM_FORK=0 python3 -u benchmarks/bench_linear.py --no-tune --tokens 1,8 --ratios 0.5,1,2 --chained \
+        --shapes llama2-7b.qkvo,llama2-7b.up,llama2-7b.down,opt-30b.qkvo,opt-30b.fc2 --out "$OUT/linear-h75-a.json"
+    step 280 env DAK_HBM_FORK=0 python3 -u benchmarks/bench_linear.py --no-tune --tokens 1,8 --ratios 0.5,1,2 --chained \
+        --shapes opt-30b.fc1,llama3-70b.qo,llama3-70b.up,llama3-70b.down --out "$OUT/linear-h75-b.json"
+    ;;
+H64) # (ran: twenty-sixth session; queued in the twenty-fourth) the committed split-linear tuning cache was swept on the old timer over one L2-warm buffer:
+    # Llama-2-7B's decode cases at N = 8, 1-5% with it (old configs), then fresh sweeps on the new timer and rotation,
+    # same call (9 sweeps; widen to N 1/32 and 0.5/10% if they fit)
+    lin="python3 -u benchmarks/bench_linear.py --shapes llama2-7b.qkvo,llama2-7b.up,llama2-7b.down --tokens 8 --ratios 1,2,5"
+    tuning_cache
+    step 200 $lin --chained --out "$OUT/linear-h64-old-cache.json"
+    rm -f "$DAK_CACHE_DIR/split_linear.json"
+    step 380 $lin --chained --out "$OUT/linear-h64-fresh.json"
+    cp "$DAK_CACHE_DIR/split_linear.json" "$OUT/tuning-cache-h64.json" 2>/dev/null
+    ;;
+H65) # (ran: twenty-sixth session; queued in the twenty-fourth; trimmed in the twenty-fifth, which ran the KV copy-ahead, copy-ahead and large-N GPU files:
+    # 18 + 21 passed) the bench-e2e GPU file, not run on the new timer and tuner rotation; H58: OPT's unfused LayerNorm
+    # 4.4 us a launch against add + LayerNorm's 2.5 (its w/b loads now issue before the reductions, 93ff13d+): every norm
+    # alone, torch's beside
+    step 300 python3 -u -m pytest -q -p no:cacheprovider tests/test_bench_e2e_gpu.py
+    step 60 python3 -u benchmarks/probe_norms.py --out "$OUT/probe-norms-h65.json"
+    ;;
+H30) # (ran: twenty-sixth session; queued in the twenty-fourth) the chain model now prices a calibrated copy-engine linear's copy start-up
+    # (stream.curve_copy_overhead): on the H17 profile at 2% consolidated keeps greedy's in-place plan (predicted
+    # 4.22 ms; greedy's measured 4.01 in H18) instead of the streamed o_proj chain (measured 4.37). H24's A/B on it
+    curves_ab h30
+    ;;
+H66) # (ran: twenty-sixth session; queued in the twenty-fourth) Llama-2-7B at 2% moved 3.96 -> 4.01 ms (EB/bound 0.91 -> 0.8998) on the in-place tiles
+    # default (H55): its plan keeps 448 of lm_head's 32000 rows in place, a >= 7168-row matrix the tiles change.
+    # A/B of DAK_INPLACE_TILES, twice, alternating
+    for run in 1 2; do
+        ab 100 DAK_INPLACE_TILES=0 "e2e-h66-$run" python3 -m dak bench e2e --batch 8 --models llama-2-7b --ratios 2 \
+            --systems dak-consolidated
+    done
+    ;;
 H70) # (ran: twenty-fifth session) GPU tests of hbm_fork (H67's step ran past 150 s), then untuned configs at 32 tokens
     # alone, the split kernel's HBM programs against hbm_fork (DAK_HBM_FORK=0 keeps the config unforked; the
     # bench times the forked variant beside it)
