@@ -29,6 +29,14 @@ curves_ab() {  # curves_ab TAG: Llama-2-7B batch 8, greedy + consolidated, the H
         step 100 $e2e --hardware $prof-roofline.json --out "$OUT/e2e-$1-roofline-$run.json"
     done
 }
+cache_vs_fresh() {  # cache_vs_fresh TAG SECONDS SECONDS: Llama-2-7B N = 8 at 1/2/5%, committed cache then fresh sweeps
+    local lin="python3 -u benchmarks/bench_linear.py --shapes llama2-7b.qkvo,llama2-7b.up,llama2-7b.down --tokens 8 --ratios 1,2,5"
+    tuning_cache
+    step "$2" $lin --chained --out "$OUT/linear-$1-old-cache.json"
+    rm -f "$DAK_CACHE_DIR/split_linear.json"
+    step "$3" $lin --chained --out "$OUT/linear-$1-fresh.json"
+    cp "$DAK_CACHE_DIR/split_linear.json" "$OUT/tuning-cache-$1.json" 2>/dev/null
+}
 tuning_cache() {  # the committed tuning cache (every decode case of bench_linear) into $DAK_CACHE_DIR: no sweeps
     cp benchmarks/results/tuning-cache-h200.json "$DAK_CACHE_DIR/split_linear.json"
 }
@@ -45,13 +53,8 @@ H78) # (twenty-sixth session) hbm_fork's GEMV launch by rows (fork_config: 32x25
     ;;
 H79) # (twenty-sixth session) decode sweeps now descend from both host paths (tuning.sweep): H64 again, the
     # committed cache (old configs) against fresh sweeps, Llama-2-7B N = 8 at 1-5%; if fresh wins, refresh the
-    # committed cache (tuning-cache-h200.json) with H80
-    lin="python3 -u benchmarks/bench_linear.py --shapes llama2-7b.qkvo,llama2-7b.up,llama2-7b.down --tokens 8 --ratios 1,2,5"
-    tuning_cache
-    step 150 $lin --chained --out "$OUT/linear-h79-old-cache.json"
-    rm -f "$DAK_CACHE_DIR/split_linear.json"
-    step 420 $lin --chained --out "$OUT/linear-h79-fresh.json"
-    cp "$DAK_CACHE_DIR/split_linear.json" "$OUT/tuning-cache-h79.json" 2>/dev/null
+    # committed cache (tuning-cache-h200.json) in later calls
+    cache_vs_fresh h79 150 420
     ;;
 H80) # (twenty-sixth session) GPU tests of the code after fa06a79 (fork_config, the two-path tuning sweep)
     step 400 python3 -u -m pytest -q -p no:cacheprovider tests/test_split_linear_gpu.py tests/test_split_linear_fork.py \

@@ -1,6 +1,6 @@
 # Calls of benchmarks/h200_next.sh that have run (their results are in benchmarks/results/ and
 # the runbook); sourced by h200_next.sh for any name it does not list itself, after its helpers
-# (step, ab, curves_ab) and $OUT, $log are set. past_call NAME runs one; unknown names return 2.
+# (step, ab, curves_ab, cache_vs_fresh) and $OUT, $log are set. past_call NAME runs one; unknown names return 2.
 past_call() {
 case "$1" in
 H77) # (ran: twenty-sixth session, inline at 032b06c) hbm_fork with one fixed GEMV launch (32x256x4) for its HBM rows:
@@ -37,12 +37,7 @@ H75) # (ran: twenty-sixth session; queued in the twenty-fifth) hbm_fork at 1-8 t
 H64) # (ran: twenty-sixth session; queued in the twenty-fourth) the committed split-linear tuning cache was swept on the old timer over one L2-warm buffer:
     # Llama-2-7B's decode cases at N = 8, 1-5% with it (old configs), then fresh sweeps on the new timer and rotation,
     # same call (9 sweeps; widen to N 1/32 and 0.5/10% if they fit)
-    lin="python3 -u benchmarks/bench_linear.py --shapes llama2-7b.qkvo,llama2-7b.up,llama2-7b.down --tokens 8 --ratios 1,2,5"
-    tuning_cache
-    step 200 $lin --chained --out "$OUT/linear-h64-old-cache.json"
-    rm -f "$DAK_CACHE_DIR/split_linear.json"
-    step 380 $lin --chained --out "$OUT/linear-h64-fresh.json"
-    cp "$DAK_CACHE_DIR/split_linear.json" "$OUT/tuning-cache-h64.json" 2>/dev/null
+    cache_vs_fresh h64 200 380
     ;;
 H65) # (ran: twenty-sixth session; queued in the twenty-fourth; trimmed in the twenty-fifth, which ran the KV copy-ahead, copy-ahead and large-N GPU files:
     # 18 + 21 passed) the bench-e2e GPU file, not run on the new timer and tuner rotation; H58: OPT's unfused LayerNorm
