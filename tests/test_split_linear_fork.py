@@ -16,7 +16,7 @@ if not torch.cuda.is_available():  # conftest does this too; kept for running th
 import dak.kernels.split_linear_ce as ce  # noqa: E402
 from dak.kernels import tuning  # noqa: E402
 from dak.kernels.config import KernelConfig, block_n_for, finalize, heuristic_config  # noqa: E402
-from dak.kernels.hbm_gemv import GemvConfig, fork_config, heuristic  # noqa: E402
+from dak.kernels.hbm_gemv import FORK_LAUNCHES, GemvConfig, fork_config, heuristic, parse_launch  # noqa: E402
 from dak.kernels.split_linear_route import run_split_linear  # noqa: E402
 from linear_oracle import check, poisoned, split_inputs  # noqa: E402
 
@@ -97,3 +97,45 @@ def test_tuner_tries_hbm_fork_at_decode_only():
     assert knobs(8, 64, 4000)["hbm_fork"] == [False, True]
     assert "hbm_fork" not in knobs(256, 64, 4000)
     assert "hbm_fork" not in knobs(8, 0, 4000) and "hbm_fork" not in knobs(8, 64, 0)
+    assert knobs(16, 64, 4000)["fork_gemv"] == ["", *FORK_LAUNCHES]
+    assert "fork_gemv" not in knobs(17, 64, 4000) and "fork_gemv" not in knobs(8, 0, 4000)
+    assert tuning.skip(KernelConfig(), "fork_gemv", "32x256x4")  # unforked: no GEMV launch to pick
+    assert not tuning.skip(KernelConfig(hbm_fork=True), "fork_gemv", "32x256x4")
+
+
+@pytest.mark.parametrize("launch", ["64x128x3", "16x256x6"])
+def test_named_fork_launch_is_the_one_run(launch, monkeypatch):
+    """KernelConfig.fork_gemv names the forked GEMV's launch; the result still matches the oracle."""
+    calls = []
+    real = ce.hbm_gemv
+    monkeypatch.setattr(ce, "hbm_gemv", lambda *a, **kw: calls.append(a[3]) or real(*a, **kw))
+    _run(90, 40, 5, 21, torch.bfloat16, bias=True, seed=len(launch), fork_gemv=launch)
+    assert calls == [parse_launch(launch)]
+
+
+def test_fork_launch_names_are_checked():
+    assert parse_launch("32x256x4") == GemvConfig(32, 256, 4) and all(parse_launch(n) for n in FORK_LAUNCHES)
+    for bad in ("32x256", "32x256x4x1", "48x256x4", "32x512x4", "32x256x0", "axbxc", ""):
+        with pytest.raises(ValueError, match="BLOCK_M"):
+            parse_launch(bad)
+    with pytest.raises(ValueError, match="set hbm_fork=True too"):
+        KernelConfig(fork_gemv="32x256x4")
+    with pytest.raises(ValueError, match="BLOCK_MxBLOCK_KxSTAGES"):
+        KernelConfig(hbm_fork=True, fork_gemv="fast")
+
+
+def test_sweep_picks_the_fastest_forked_launch(monkeypatch):
+    """With timings where only the forked 64x128x3 launch is fast, the sweep keeps it."""
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
+    last = []
+
+    def fake_time(calls, **kw):
+        for fn in calls:
+            fn()
+        cfg = last[-1]
+        return 1.0 if cfg.hbm_fork and cfg.fork_gemv == "64x128x3" else 2.0 if cfg.hbm_fork else 3.0
+    monkeypatch.setattr(tuning, "graph_time_ms", fake_time)
+    best, _ = tuning.sweep([lambda cfg: last.append(cfg)], 8, 32, 4064, 4096, 132, tma_ok=False)
+    assert best.hbm_fork and best.fork_gemv == "64x128x3"
+    best, _ = tuning.sweep([lambda cfg: last.append(cfg)], 32, 32, 4064, 4096, 132, tma_ok=False)
+    assert best.hbm_fork and best.fork_gemv == "", "above 16 tokens the forked HBM rows go to cuBLAS"

@@ -8,6 +8,7 @@ import torch
 from dak.baselines import PrefetchLinear, UVALinear
 from dak.host import PinnedBuffer, device_matrix
 from dak.kernels.config import KernelConfig, finalize
+from dak.kernels.hbm_gemv import FORK_LAUNCHES
 from dak.kernels.split_linear import tma_compatible
 from dak.kernels.split_linear_ce import split_linear_ce, staging_buffer
 from dak.nn import SplitLinear
@@ -65,6 +66,8 @@ def test_random_cases_against_fp32_reference():
                       ce_share=rng.choice([0.0, 0.0, 0.3, 1.0]), ce_chunks=rng.choice([1, 2, 5]),
                       host_split_k=rng.choice([1, 1, 2, 4, 8]), hbm_fork=rng.random() < 0.25)
         cfg_kw["block_n"] = 64 if n > 16 else 16
+        if cfg_kw["hbm_fork"]:
+            cfg_kw["fork_gemv"] = rng.choice(["", *FORK_LAUNCHES])
         try:
             _case(rng, m, k, n, m_h, dtype, rng.random() < 0.5, cfg_kw)
         except AssertionError as e:
@@ -132,8 +135,8 @@ def _replays_match_eager(call, x, ref_of, poison, replays):
     return y_static
 
 
-@pytest.mark.parametrize("ce_share,n", [(0.0, 8), (0.0, 32), (1.0, 1)])
-def test_hbm_fork_under_cuda_graph(ce_share, n):
+@pytest.mark.parametrize("ce_share,n,launch", [(0.0, 8, ""), (0.0, 8, "64x128x3"), (0.0, 32, ""), (1.0, 1, "")])
+def test_hbm_fork_under_cuda_graph(ce_share, n, launch):
     """hbm_fork: the HBM rows by dak's GEMV (cuBLAS at 32 tokens) beside a host-only kernel on a
     forked stream, captured; replays match eager launches and the fp32 reference on fresh inputs."""
     m, k, m_h, dtype = 4000, 1536, 96, torch.bfloat16
@@ -144,7 +147,7 @@ def test_hbm_fork_under_cuda_graph(ce_share, n):
     wg = w[m_h:].contiguous()
     stage = staging_buffer(torch.device("cuda"), dtype, m_h * k)
     cfg = finalize(KernelConfig(block_m=16, block_n=16 if n <= 16 else 32, host_programs=8, host_split_k=4,
-                                ce_share=ce_share, hbm_fork=True), m_h, m - m_h, sms)
+                                ce_share=ce_share, hbm_fork=True, fork_gemv=launch), m_h, m - m_h, sms)
     x = torch.randn(n, k, device="cuda", dtype=dtype)
     with torch.no_grad():  # as the runtime decodes: the GEMV takes the HBM rows up to 16 tokens
         _replays_match_eager(lambda: split_linear_ce(x, wh.tensor, wg, b, cfg, stage, sms), x,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from dak.kernels.hbm_gemv import heuristic as gemv_heuristic
+from dak.kernels.hbm_gemv import heuristic as gemv_heuristic, parse_launch
 from dak.runtime_env import interpreting
 from dak.shares import LINK_BOUND_SHARE, ce_chunks_default, ce_hbm_cublas, ce_min_share  # noqa: F401 -- re-exported for the launchers
 from dak.shares import INPLACE_TILE_ROWS, hbm_fork_for, inplace_tiles_enabled, split_gemv_tiles_enabled
@@ -65,6 +65,8 @@ class KernelConfig:
         host rows, host programs only) launched first on a forked stream, instead of by the split
         kernel's persistent HBM programs. Meant for decode batches (any N is computed right). Each
         launch still reads one memory only; see dak.kernels.split_linear_ce.
+    fork_gemv: with hbm_fork, the GEMV's launch as "BLOCK_MxBLOCK_KxSTAGES" (a tuner knob at 1-16
+        tokens); "" takes dak.kernels.hbm_gemv.fork_config's rule by rows.
     """
 
     block_m: int = 32
@@ -87,6 +89,7 @@ class KernelConfig:
     ce_taper: float = 1.0
     ce_fork: bool = False
     hbm_fork: bool = False
+    fork_gemv: str = ""
 
     def __post_init__(self):
         for f in ("block_m", "block_n", "block_k"):
@@ -109,6 +112,11 @@ class KernelConfig:
                              f"got ce_share={self.ce_share}")
         if self.hbm_fork and self.hbm_cublas:
             raise ValueError("hbm_fork and hbm_cublas both name the HBM rows' multiplier: set one of them")
+        if self.fork_gemv:
+            parse_launch(self.fork_gemv)
+            if not self.hbm_fork:
+                raise ValueError(f"fork_gemv ({self.fork_gemv!r}) names the GEMV launch of hbm_fork's HBM rows: "
+                                 "set hbm_fork=True too, or leave fork_gemv empty")
         if self.host_kernel not in HOST_KERNELS:
             raise ValueError(f"host_kernel must be one of {HOST_KERNELS}, got {self.host_kernel!r}")
         if (self.mc_cluster not in (1, 2, 4, 8) or self.mc_block_m not in (64, 128)

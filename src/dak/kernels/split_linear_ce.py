@@ -36,7 +36,7 @@ import torch
 
 from dak.kernels.buffers import shared_buffer
 from dak.kernels.config import KernelConfig, cdiv, finalize
-from dak.kernels.hbm_gemv import GemvConfig, config_for, fork_config, gemv_applies, hbm_gemv
+from dak.kernels.hbm_gemv import GemvConfig, config_for, fork_config, gemv_applies, hbm_gemv, parse_launch
 from dak.kernels.split_linear import check_split_args, split_linear
 from dak.kernels.streams import fork, join, side_stream
 from dak.shares import ce_fork_enabled, ce_gemv_enabled
@@ -87,7 +87,7 @@ def ce_plan(cfg: KernelConfig, m_h: int, m_g: int, sms: int) -> CEPlan:
     m_ce = ce_rows(cfg, m_h)
     chunks = chunk_bounds(m_ce, cfg.block_m, cfg.ce_chunks, cfg.ce_taper)
     main = finalize(replace(cfg, ce_share=0.0, ce_chunks=1, ce_taper=1.0, hbm_cublas=False, ce_fork=False,
-                            hbm_fork=False), m_h - m_ce, 0 if cfg.hbm_fork else m_g, sms)
+                            hbm_fork=False, fork_gemv=""), m_h - m_ce, 0 if cfg.hbm_fork else m_g, sms)
     return CEPlan(m_ce, chunks, main)
 
 
@@ -121,11 +121,11 @@ def _gemm_into(out: torch.Tensor, x: torch.Tensor, w: torch.Tensor, bias: torch.
 
 
 def _hbm_beside_host(x: torch.Tensor, w_host: torch.Tensor, w_hbm: torch.Tensor, bias: torch.Tensor | None,
-                     host_cfg: KernelConfig, out: torch.Tensor) -> None:
+                     host_cfg: KernelConfig, out: torch.Tensor, launch: str = "") -> None:
     """out = x @ cat(w_host, w_hbm)^T + bias as two launches that run at once: the host rows by a
     host-only split kernel (`host_cfg`) on the forked "host" stream, issued first, and the HBM
-    rows by dak's GEMV (its fork_config launch; cuBLAS where the GEMV does not apply) on the
-    caller's stream."""
+    rows by dak's GEMV (the named `launch`, else fork_config's; cuBLAS where the GEMV does not
+    apply) on the caller's stream."""
     m_h = w_host.shape[0]
 
     def host():
@@ -133,7 +133,7 @@ def _hbm_beside_host(x: torch.Tensor, w_host: torch.Tensor, w_hbm: torch.Tensor,
 
     def hbm():
         _gemm_into(out[:, m_h:], x, w_hbm, None if bias is None else bias[m_h:], gemv=True,
-                   gemv_cfg=fork_config(*w_hbm.shape))
+                   gemv_cfg=parse_launch(launch) if launch else fork_config(*w_hbm.shape))
 
     if not m_h or not w_hbm.shape[0] or x.device.type != "cuda":  # nothing to overlap, or the interpreter
         if m_h:
@@ -190,7 +190,7 @@ def split_linear_ce(x: torch.Tensor, w_host: torch.Tensor, w_hbm: torch.Tensor, 
                 _gemm_into(out[:, m_h:], x, w_hbm, bias_of(m_h, m_h + m_g))
         elif cfg.hbm_fork:
             _hbm_beside_host(x, w_host[plan.m_ce:], w_hbm, bias_of(plan.m_ce, m_h + m_g), plan.main,
-                             out[:, plan.m_ce:])
+                             out[:, plan.m_ce:], cfg.fork_gemv)
         elif m_h - plan.m_ce + m_g:
             split_linear(x, w_host[plan.m_ce:], w_hbm, bias_of(plan.m_ce, m_h + m_g), plan.main,
                          out=out[:, plan.m_ce:])

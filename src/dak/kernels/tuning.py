@@ -2,7 +2,7 @@
 
 The sweep is coordinate descent from `heuristic_config`: one knob at a time (share of host
 rows moved by the copy engine and its chunking; at decode, HBM rows by dak's GEMV beside a
-host-only kernel; for N > 64 the chunks' taper and stream, the
+host-only kernel, and up to 16 tokens that GEMV's launch; for N > 64 the chunks' taper and stream, the
 token tile and the host kernel that reads each host tile once (Triton slot or CUDA cluster
 multicast, with its cluster size and tiles); host programs = the in-flight cap on the link,
 host split-K, row tile, host load path, reduction tile, pipeline depth, HBM programs, then a
@@ -28,6 +28,7 @@ import torch
 
 from dak.kernels.config_cache import Runs, as_runs
 from dak.kernels.timing import graph_time_ms
+from dak.kernels.hbm_gemv import FORK_LAUNCHES, MAX_TOKENS
 from dak.kernels.config import KernelConfig, block_n_for, finalize, heuristic_config, next_pow2
 
 _MEMORY: dict[str, KernelConfig] = {}
@@ -87,6 +88,8 @@ def _knobs(n: int, m_h: int, m_g: int, sms: int, tma_ok: bool):
         yield "ce_chunks", [1, 2, 4, 8]
     if m_h and m_g and n <= 64:  # HBM rows by dak's GEMV beside a host-only kernel
         yield "hbm_fork", [False, True]
+    if m_h and m_g and n <= MAX_TOKENS:  # ... and that GEMV's launch, timed beside the host kernel
+        yield "fork_gemv", ["", *FORK_LAUNCHES]
     if m_h and n > 64:  # staged chunks beside cuBLAS: shrinking chunks, GEMMs on a side stream
         yield "ce_taper", [1.0, 0.5, 0.3]
         yield "ce_fork", [False, True]
@@ -174,6 +177,8 @@ def skip(best: KernelConfig, name: str, v) -> bool:
         return True  # cuBLAS for the HBM rows, copy engine for the host rows: nothing else applies
     if best.hbm_fork and name == "hbm_programs":
         return True  # the GEMV launches its own grid
+    if name == "fork_gemv" and not best.hbm_fork:
+        return True
     mc = best.host_kernel == "cuda_multicast"
     if name in ("host_programs", "host_split_k") and best.ce_share == 1 and not mc:
         return True  # no host rows are read in place
