@@ -16,7 +16,8 @@ if not torch.cuda.is_available():  # conftest does this too; kept for running th
 import dak.kernels.split_linear_ce as ce  # noqa: E402
 from dak.kernels import tuning  # noqa: E402
 from dak.kernels.config import KernelConfig, block_n_for, finalize, heuristic_config  # noqa: E402
-from dak.kernels.hbm_gemv import FORK_LAUNCHES, GemvConfig, fork_config, heuristic, parse_launch  # noqa: E402
+from dak.kernels.fork_gemv import FORK_LAUNCHES, fork_config, parse_launch  # noqa: E402
+from dak.kernels.hbm_gemv import GemvConfig, heuristic  # noqa: E402
 from dak.kernels.split_linear_route import run_split_linear  # noqa: E402
 from linear_oracle import check, poisoned, split_inputs  # noqa: E402
 

@@ -8,7 +8,7 @@ import torch
 from dak.baselines import PrefetchLinear, UVALinear
 from dak.host import PinnedBuffer, device_matrix
 from dak.kernels.config import KernelConfig, finalize
-from dak.kernels.hbm_gemv import FORK_LAUNCHES
+from dak.kernels.fork_gemv import FORK_LAUNCHES
 from dak.kernels.split_linear import tma_compatible
 from dak.kernels.split_linear_ce import split_linear_ce, staging_buffer
 from dak.nn import SplitLinear

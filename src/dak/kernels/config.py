@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from dak.kernels.hbm_gemv import heuristic as gemv_heuristic, parse_launch
+from dak.kernels.fork_gemv import parse_launch
+from dak.kernels.hbm_gemv import heuristic as gemv_heuristic
 from dak.runtime_env import interpreting
 from dak.shares import LINK_BOUND_SHARE, ce_chunks_default, ce_hbm_cublas, ce_min_share  # noqa: F401 -- re-exported for the launchers
 from dak.shares import INPLACE_TILE_ROWS, hbm_fork_for, inplace_tiles_enabled, split_gemv_tiles_enabled
@@ -66,7 +67,7 @@ class KernelConfig:
         kernel's persistent HBM programs. Meant for decode batches (any N is computed right). Each
         launch still reads one memory only; see dak.kernels.split_linear_ce.
     fork_gemv: with hbm_fork, the GEMV's launch as "BLOCK_MxBLOCK_KxSTAGES" (a tuner knob at 1-16
-        tokens); "" takes dak.kernels.hbm_gemv.fork_config's rule by rows.
+        tokens); "" takes dak.kernels.fork_gemv.fork_config's rule by rows.
     """
 
     block_m: int = 32

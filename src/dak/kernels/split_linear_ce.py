@@ -36,7 +36,8 @@ import torch
 
 from dak.kernels.buffers import shared_buffer
 from dak.kernels.config import KernelConfig, cdiv, finalize
-from dak.kernels.hbm_gemv import GemvConfig, config_for, fork_config, gemv_applies, hbm_gemv, parse_launch
+from dak.kernels.fork_gemv import fork_config, parse_launch
+from dak.kernels.hbm_gemv import GemvConfig, config_for, gemv_applies, hbm_gemv
 from dak.kernels.split_linear import check_split_args, split_linear
 from dak.kernels.streams import fork, join, side_stream
 from dak.shares import ce_fork_enabled, ce_gemv_enabled

@@ -28,7 +28,8 @@ import torch
 
 from dak.kernels.config_cache import Runs, as_runs
 from dak.kernels.timing import graph_time_ms
-from dak.kernels.hbm_gemv import FORK_LAUNCHES, MAX_TOKENS
+from dak.kernels.fork_gemv import FORK_LAUNCHES
+from dak.kernels.hbm_gemv import MAX_TOKENS
 from dak.kernels.config import KernelConfig, block_n_for, finalize, heuristic_config, next_pow2
 
 _MEMORY: dict[str, KernelConfig] = {}
