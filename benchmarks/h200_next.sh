@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh H78|H79|H80 (calls already run: benchmarks/h200_past_calls.sh, same usage)
+#   bash benchmarks/h200_next.sh H78|H79|H80|H81 (calls already run: benchmarks/h200_past_calls.sh, same usage)
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -60,7 +60,14 @@ H80) # (twenty-sixth session) GPU tests of the code after fa06a79 (fork_config, 
     step 400 python3 -u -m pytest -q -p no:cacheprovider tests/test_split_linear_gpu.py tests/test_split_linear_fork.py \
         tests/test_timing_gpu.py
     ;;
+H81) # (twenty-sixth session) OPT-6.7B all in HBM at batch 8 was 0.87 x bound (H58: 4.2 ms a step, its unfused
+    # LayerNorm 4.5 us a launch in the graph); dak's LayerNorm now takes 1.9 us alone (H65): the step again, end to end
+    # and profiled, Llama-2-7B beside
+    step 120 python3 -m dak bench e2e --models opt-6.7b,llama-2-7b --batch 8 --ratios 0 --systems dak-consolidated \
+        --out "$OUT/e2e-h81-x0.json"
+    step 200 python3 -u benchmarks/profile_step.py --model opt-6.7b --ratios 0 --out "$OUT/step-opt-6.7b-h81.json"
+    ;;
 *)  . "$(dirname "$0")/h200_past_calls.sh"  # calls already run, kept to rerun or read
-    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H78|H79|H80 (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
+    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H78|H79|H80|H81 (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
 esac
 tail -c 3000 "$log"
