@@ -7,7 +7,7 @@ where the GEMV alone is fast (sweep_gemv.py: 7168 x 7168 at 27.2 us, 3.8 TB/s, 1
 64 rows). This times, per shape, N and host share, in CUDA graphs over rotated weights: the
 unforked split kernel (heuristic config), the host-only kernel alone, and for each GEMV config
 in GRID the GEMV alone on the HBM rows and the forked pair (host kernel issued first on a side
-stream, GEMV on the caller's stream, as dak.kernels.split_linear_ce._hbm_beside_host runs it).
+stream, GEMV on the caller's stream: dak.kernels.split_linear_ce._hbm_beside_host with that launch).
 
     PYTHONPATH=src python3 benchmarks/probe_fork_gemv.py --out probe-fork-gemv.json
 
@@ -33,24 +33,13 @@ from dak.kernels.config import heuristic_config  # noqa: E402
 from dak.kernels.hbm_gemv import GemvConfig, hbm_gemv, heuristic  # noqa: E402
 from dak.kernels.split_linear import split_linear  # noqa: E402
 from dak.kernels.split_linear_checks import tma_compatible  # noqa: E402
+from dak.kernels.split_linear_ce import _hbm_beside_host  # noqa: E402
 from dak.kernels.split_linear_route import run_split_linear  # noqa: E402
-from dak.kernels.streams import fork, join  # noqa: E402
 from dak.kernels.timing import graph_time_ms  # noqa: E402
 from dak.nn.split_linear import host_rows_for  # noqa: E402
 
 GRID = [GemvConfig(64, 256, 4), GemvConfig(64, 128, 4), GemvConfig(32, 256, 6), GemvConfig(32, 256, 4),
         GemvConfig(32, 256, 3), GemvConfig(16, 256, 6), GemvConfig(32, 256, 4, num_warps=8)]
-
-
-def forked(x, wh, wg, host_cfg, gcfg, out):
-    """The host rows by the host-only kernel on a side stream, the HBM rows by the GEMV (gcfg)."""
-    m_h = wh.shape[0]
-    main = torch.cuda.current_stream()
-    side = fork(x.device, "host", main)
-    with torch.cuda.stream(side):
-        split_linear(x, wh, wg[:0], None, host_cfg, out=out[:, :m_h])
-    hbm_gemv(x, wg, None, gcfg, out=out[:, m_h:])
-    join(main, side)
 
 
 def probe_shape(name, m, k, tokens, ratios, sms, rows):
@@ -76,7 +65,8 @@ def probe_shape(name, m, k, tokens, ratios, sms, rows):
                 tag = f"{g.block_m}x{g.block_k}x{g.num_stages}w{g.num_warps}"
                 t[f"gemv {tag}"] = graph_time_ms([lambda p=p: hbm_gemv(x, p[1], None, g, out=out[:, m_h:])
                                                   for p in parts])
-                t[f"fork {tag}"] = graph_time_ms([lambda p=p: forked(x, *p, fk, g, out) for p in parts])
+                t[f"fork {tag}"] = graph_time_ms([lambda p=p: _hbm_beside_host(x, *p, None, fk, out, g)
+                                                  for p in parts])
             rows.append({"shape": name, "M": m, "K": k, "N": n, "x": m_h / m, "host_rows": m_h,
                          "host_cfg": fk.to_dict(), "t_ms": t})
             forks = {key.split()[1]: v for key, v in t.items() if key.startswith("fork")}

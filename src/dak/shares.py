@@ -115,10 +115,11 @@ def hbm_fork_for(n_tokens: int) -> bool:
     at 32 tokens and 0.5-2% host rows 1.21x faster (median of 27; 20 faster by > 1%, 3 slower, the
     worst 0.94x), 2-100% within 1% but for one case 0.93x; at 1 and 8 tokens and <= 2% mixed
     (median 1.01-1.02x; Llama shapes up to 1.26x faster, OPT-30B's 7168-row q/k/v/o and fc2 up to
-    11% slower), so off there. Those 1-8-token runs multiplied the HBM rows with cuBLAS, not the
-    GEMV (the benchmark ran with autograd on, where hbm_gemv steps aside; the runtime decodes
-    without it): the GEMV form at 1-16 tokens is unmeasured (runbook H75). $DAK_HBM_FORK=1 takes
-    it at every decode token count, 0 at none."""
+    11% slower), so off there. Those 1-8-token runs multiplied the HBM rows with cuBLAS (autograd
+    on); with dak's GEMV, as the runtime runs it, and its launch by rows (fork_gemv.fork_config;
+    twenty-sixth session, H75/H77) forked was 1.022x median alone at 1-8 tokens, and batch 8 end to
+    end (H76, an older launch) gained at 1-2% but lost 2-7% at 5%: still off. $DAK_HBM_FORK=1
+    takes it at every decode token count, 0 at none."""
     raw = os.environ.get("DAK_HBM_FORK")
     if raw is not None and raw not in ("0", "1"):
         raise ValueError(f"DAK_HBM_FORK must be 0 or 1, got {raw!r}")

@@ -10,6 +10,8 @@ fastest alone (the host kernel's programs hold some SMs): `fork_config` is the u
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from dak.kernels.hbm_gemv import GemvConfig, heuristic
 
 
@@ -29,6 +31,7 @@ def fork_config(m: int, k: int) -> GemvConfig:
 FORK_LAUNCHES = ("32x256x4", "64x256x4", "64x128x4", "64x128x3")
 
 
+@lru_cache(maxsize=None)  # a config's launch is parsed once, not per call on the decode path
 def parse_launch(name: str) -> GemvConfig:
     """The GemvConfig a 'BLOCK_MxBLOCK_KxSTAGES' name (e.g. '32x256x4') gives; ValueError else."""
     parts = name.split("x")

@@ -122,10 +122,10 @@ def _gemm_into(out: torch.Tensor, x: torch.Tensor, w: torch.Tensor, bias: torch.
 
 
 def _hbm_beside_host(x: torch.Tensor, w_host: torch.Tensor, w_hbm: torch.Tensor, bias: torch.Tensor | None,
-                     host_cfg: KernelConfig, out: torch.Tensor, launch: str = "") -> None:
+                     host_cfg: KernelConfig, out: torch.Tensor, gemv_cfg: GemvConfig | None = None) -> None:
     """out = x @ cat(w_host, w_hbm)^T + bias as two launches that run at once: the host rows by a
     host-only split kernel (`host_cfg`) on the forked "host" stream, issued first, and the HBM
-    rows by dak's GEMV (the named `launch`, else fork_config's; cuBLAS where the GEMV does not
+    rows by dak's GEMV (launch `gemv_cfg`, else fork_config's; cuBLAS where the GEMV does not
     apply) on the caller's stream."""
     m_h = w_host.shape[0]
 
@@ -134,7 +134,7 @@ def _hbm_beside_host(x: torch.Tensor, w_host: torch.Tensor, w_hbm: torch.Tensor,
 
     def hbm():
         _gemm_into(out[:, m_h:], x, w_hbm, None if bias is None else bias[m_h:], gemv=True,
-                   gemv_cfg=parse_launch(launch) if launch else fork_config(*w_hbm.shape))
+                   gemv_cfg=gemv_cfg or fork_config(*w_hbm.shape))
 
     if not m_h or not w_hbm.shape[0] or x.device.type != "cuda":  # nothing to overlap, or the interpreter
         if m_h:
@@ -191,7 +191,7 @@ def split_linear_ce(x: torch.Tensor, w_host: torch.Tensor, w_hbm: torch.Tensor, 
                 _gemm_into(out[:, m_h:], x, w_hbm, bias_of(m_h, m_h + m_g))
         elif cfg.hbm_fork:
             _hbm_beside_host(x, w_host[plan.m_ce:], w_hbm, bias_of(plan.m_ce, m_h + m_g), plan.main,
-                             out[:, plan.m_ce:], cfg.fork_gemv)
+                             out[:, plan.m_ce:], parse_launch(cfg.fork_gemv) if cfg.fork_gemv else None)
         elif m_h - plan.m_ce + m_g:
             split_linear(x, w_host[plan.m_ce:], w_hbm, bias_of(plan.m_ce, m_h + m_g), plan.main,
                          out=out[:, plan.m_ce:])

@@ -2,16 +2,17 @@
 
 The sweep is coordinate descent from `heuristic_config`: one knob at a time (share of host
 rows moved by the copy engine and its chunking; at decode, HBM rows by dak's GEMV beside a
-host-only kernel, and up to 16 tokens that GEMV's launch; for N > 64 the chunks' taper and stream, the
-token tile and the host kernel that reads each host tile once (Triton slot or CUDA cluster
-multicast, with its cluster size and tiles); host programs = the in-flight cap on the link,
+host-only kernel, and up to 16 tokens that GEMV's launch; for N > 64 the chunks' taper and
+stream, the token tile and the host kernel that reads each host tile once (Triton slot or CUDA
+cluster multicast, with its cluster size and tiles); host programs = the in-flight cap on the link,
 host split-K, row tile, host load path, reduction tile, pipeline depth, HBM programs, then a
 finer copy-engine share), keeping whatever is fastest, each candidate timed by graph replay.
 At decode it descends twice, from the heuristic and, with the share pinned, from the heuristic
 on the other host path (in place if the heuristic stages the host rows by the copy engine, else
-all staged), and keeps the faster end: from the staged start alone, an in-place config only competed untuned, and lost
-where tuned it won (H200, Llama-2-7B, N = 8, 2-5% host rows, twenty-sixth session, H64: fresh
-sweeps kept staged configs 1.07-1.46x slower alone than the in-place ones of the older cache).
+all staged), and keeps the faster end: from the staged start alone, an in-place config only
+competed untuned, and lost where tuned it won (H200, Llama-2-7B, N = 8, 2-5% host rows,
+twenty-sixth session, H64: fresh sweeps kept staged configs 1.07-1.46x slower alone than the
+in-place ones of the older cache).
 It runs before first use for a (GPU, dtype, token bucket, M_H, M_G, K, bias) key and never
 inside CUDA graph capture.
 The disk cache lives in $DAK_CACHE_DIR (default ~/.cache/dak)/split_linear.json.
