@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh H78|H79|H80|H81 (calls already run: benchmarks/h200_past_calls.sh, same usage)
+#   bash benchmarks/h200_next.sh H82 (calls already run: benchmarks/h200_past_calls.sh, same usage)
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -67,7 +67,18 @@ H81) # (twenty-sixth session) OPT-6.7B all in HBM at batch 8 was 0.87 x bound (H
         --out "$OUT/e2e-h81-x0.json"
     step 200 python3 -u benchmarks/profile_step.py --model opt-6.7b --ratios 0 --out "$OUT/step-opt-6.7b-h81.json"
     ;;
+H82) # (twenty-seventh session) $DAK_OPT_QSCALE=1 (q's scaling as the fused q/k/v GEMV's epilogue) was 1.00x in
+    # H16: the q it sliced out of the product was copied by a launch of its own (query.contiguous() in
+    # dak.runtime.kv); decode attention now reads it at its strides. OPT batch 8, default vs qscale, profiled
+    # at 0%, then the GPU tests of both changes
+    ab 200 DAK_OPT_QSCALE=1 e2e-h82 python3 -m dak bench e2e --models opt-6.7b,opt-30b --batch 8 --ratios 0,1,2,5 \
+        --systems dak-consolidated
+    step 200 env DAK_OPT_QSCALE=1 python3 -u benchmarks/profile_step.py --model opt-6.7b --ratios 0 \
+        --out "$OUT/step-opt-6.7b-h82-qscale.json"
+    step 300 python3 -u -m pytest -q -p no:cacheprovider tests/test_split_attention_gpu.py \
+        "tests/test_runtime_gpu.py::test_fused_projection_graphs_match_hf_eager"
+    ;;
 *)  . "$(dirname "$0")/h200_past_calls.sh"  # calls already run, kept to rerun or read
-    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H78|H79|H80|H81 (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
+    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H82 (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
 esac
 tail -c 3000 "$log"

@@ -27,12 +27,18 @@ def _pinned(t):
 
 
 def _case(batch, b_h, hq, hkv, s, d, dtype, lengths, tma=False, cfg_kw=None, bq=None, seed=0,
-          scale=None, staging=0, rows=None):
+          scale=None, staging=0, rows=None, q_slice=False):
     g = torch.Generator().manual_seed(seed)
     bq = batch if bq is None else bq
     k = torch.randn(batch, hkv, s, d, generator=g).to(dtype)
     v = torch.randn(batch, hkv, s, d, generator=g).to(dtype)
     q = torch.randn(bq, hq, d, generator=g).to(dtype)
+    qd = q.to(DEV)
+    if q_slice:  # q as a slice of a fused q/k/v product: batch stride 3 * hq * d, not copied
+        wide = torch.randn(bq, 3, hq, d, generator=g).to(dtype)
+        wide[:, 1] = q
+        qd = wide.to(DEV)[:, 1]
+        assert not qd.is_contiguous()
     lengths = torch.tensor(lengths, dtype=torch.int32)
     past = torch.arange(s)[None, :] >= lengths.long()[:, None]  # cache rows past each length: NaN
     k[past[:, None, :, None].expand_as(k)] = float("nan")
@@ -47,13 +53,13 @@ def _case(batch, b_h, hq, hkv, s, d, dtype, lengths, tma=False, cfg_kw=None, bq=
     out = torch.full((bq, hq, d), float("nan"), dtype=dtype, device=DEV)  # poisoned
     if staging:  # copy-engine path; staging poisoned too
         st = tuple(torch.full((staging, hkv, s, d), float("nan"), dtype=dtype, device=DEV) for _ in range(2))
-        res = split_attention_ce(q.to(DEV), kh, vh, kg, vg, lengths.to(DEV), cfg, 4, st, scale=scale, out=out,
+        res = split_attention_ce(qd, kh, vh, kg, vg, lengths.to(DEV), cfg, 4, st, scale=scale, out=out,
                                  rows=rows)
         if rows is not None and rows < s:  # only positions [0, rows) crossed the link
             n_ce = max(1, round(cfg.ce_share * min(bq, b_h)))
             assert all(t[:n_ce, :, rows:].isnan().all() and not t[:n_ce, :, :1].isnan().any() for t in st)
     else:
-        res = split_attention(q.to(DEV), kh, vh, kg, vg, lengths.to(DEV), cfg, scale=scale, out=out)
+        res = split_attention(qd, kh, vh, kg, vg, lengths.to(DEV), cfg, scale=scale, out=out)
     assert res is out
     assert not out.isnan().any(), "some outputs were never written"
     ref = reference_attention(q, k, v, lengths, scale)
@@ -125,6 +131,14 @@ def test_copy_engine_path_needs_staging():
 def test_query_batch_smaller_than_cache_and_custom_scale():
     _case(5, 2, 4, 2, 40, 64, BF, [40, 3, 7, 1, 9], bq=3, scale=0.3, seed=5)
     _case(5, 4, 4, 2, 40, 64, BF, [40, 3, 7, 1, 9], bq=2, seed=6)  # only host requests
+
+
+@pytest.mark.parametrize("staging", [0, 3])
+def test_query_read_at_its_strides(staging):
+    """A query whose batch stride is not Hq * D (q sliced out of a fused q/k/v product, as dak.runtime.kv
+    passes it) is read where it lies, in place and on the copy-engine path."""
+    _case(5, 3, 4, 2, 40, 64, BF, [40, 3, 7, 1, 9], seed=15, q_slice=True, staging=staging,
+          cfg_kw=dict(ce_share=1.0) if staging else None)
 
 
 def test_length_zero_gives_zeros():

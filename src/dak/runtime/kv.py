@@ -97,8 +97,10 @@ def dak_attention(module, query, key, value, attention_mask=None, scaling=None, 
             cache.append(layer, k_new, v_new, lengths=dak_kv.lengths, validate=False)
         step = kv_ahead.current(dak_kv, module.layer_idx)
         ahead = None if step is None else step.attention_args(module.layer_idx, k_new, v_new)
-        out = split_decode_attention(query.contiguous(), cache, layer, lengths=dak_kv.lengths, scale=scaling,
-                                     ahead=ahead)
+        # the kernel takes the query's batch and head strides: a q sliced out of a fused q/k/v product
+        # (dak.runtime.fused_opt) is read where it lies, not copied by a launch of its own
+        q = query if query.stride(-1) == 1 else query.contiguous()
+        out = split_decode_attention(q, cache, layer, lengths=dak_kv.lengths, scale=scaling, ahead=ahead)
     else:
         # the Engine checked the prompts against max_len (check_prompts): no device sync per layer
         out = prefill_attention(query, key.contiguous(), value.contiguous(), cache, layer,
