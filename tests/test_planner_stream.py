@@ -90,11 +90,13 @@ def test_fusion_overhead_counts_the_extra_launches():
     assert fusion_overhead(ops, none, Workload("prefill", 8, 32, 0), prof, False) == 0.0
 
 
-@pytest.mark.parametrize("switch, silu, opt_on", [(None, True, True), ("DAK_GEMV_SILU=0", False, True),
-                                                  ("DAK_HBM_GEMV=0", False, False), ("DAK_FUSED_OPT=0", True, False)])
-def test_fusion_overhead_counts_lost_gemv_epilogues(monkeypatch, switch, silu, opt_on):
-    """A split operator loses its all-HBM GEMV epilogue: SiLU * up (Llama), ReLU after fc1 and the
-    residual add after fc2 (OPT's fused layer), one launch each, while the runtime uses them."""
+@pytest.mark.parametrize("switch, silu, opt_on, qscale", [
+    (None, True, True, True), ("DAK_GEMV_SILU=0", False, True, True), ("DAK_HBM_GEMV=0", False, False, False),
+    ("DAK_FUSED_OPT=0", True, False, False), ("DAK_OPT_QSCALE=0", True, True, False)])
+def test_fusion_overhead_counts_lost_gemv_epilogues(monkeypatch, switch, silu, opt_on, qscale):
+    """A split operator loses its all-HBM GEMV epilogue: SiLU * up (Llama), ReLU after fc1, the
+    residual add after fc2 and q's scaling after q/k/v (OPT's fused layer), one launch each, while the
+    runtime uses them; a split Llama q/k/v loses only its fusion."""
     if switch:
         monkeypatch.setenv(*switch.split("="))
     prof = dataclasses.replace(H200, unfused_op_overhead_s=1.0)
@@ -108,6 +110,12 @@ def test_fusion_overhead_counts_lost_gemv_epilogues(monkeypatch, switch, silu, o
         host[next(i for i, op in enumerate(opt) if op.kind == kind and op.layer == 3)] = 1
     assert fusion_overhead(opt, host, W, prof, True) == 2 * opt_on
     assert fusion_overhead(opt, [0] * len(opt), W, prof, True) == 0.0
+    for model, epilogue in (("opt-6.7b", qscale), ("llama-2-7b", False)):
+        ops = list_operators(load_spec(model), W)
+        host = [0] * len(ops)
+        host[next(i for i, op in enumerate(ops) if op.kind == "v_proj" and op.layer == 5)] = 1
+        assert fusion_overhead(ops, host, W, prof, True) == 2 + epilogue  # q/k/v apart (2 launches more)
+    assert fusion_overhead(opt, [0] * len(opt), W, prof, False) == 32 * (2 + qscale)
 
 
 @pytest.mark.parametrize("model", ["llama-2-7b", "opt-6.7b", "llama-3-8b", "opt-30b"])

@@ -45,7 +45,9 @@ def step_overhead(spec: ModelSpec, workload: Workload, profile: HardwareProfile)
     return spec.num_layers * layer_overhead(spec, profile) if workload.phase == "decode" else 0.0
 
 
-EPILOGUES = (("gate_proj", "up_proj"), ("fc1",), ("fc2",))  # SiLU * up; OPT's ReLU; OPT's residual add
+# SiLU * up; OPT's ReLU; OPT's residual add; OPT's q scaling (OPT layers only: those with an fc1)
+EPILOGUES = (("gate_proj", "up_proj"), ("fc1",), ("fc2",), ("q_proj", "k_proj", "v_proj"))
+OPT_ONLY = EPILOGUES[3]
 
 
 def epilogues_on() -> dict:
@@ -53,7 +55,8 @@ def epilogues_on() -> dict:
     by the member set that must be whole in HBM for it; torch-free."""
     gemv = env_flag("DAK_HBM_GEMV", True)
     opt = gemv and env_flag("DAK_FUSED_OPT", True)
-    return {EPILOGUES[0]: env_flag("DAK_GEMV_SILU", gemv), EPILOGUES[1]: opt, EPILOGUES[2]: opt}
+    return {EPILOGUES[0]: env_flag("DAK_GEMV_SILU", gemv), EPILOGUES[1]: opt, EPILOGUES[2]: opt,
+            OPT_ONLY: opt and env_flag("DAK_OPT_QSCALE", True)}
 
 
 def layer_kinds(ops) -> dict:
@@ -101,7 +104,7 @@ def fusion_overhead(ops, host_bytes, workload: Workload, profile: HardwareProfil
     host rows), and one per GEMV epilogue whose operator is split (SiLU * up when gate/up are not
     one all-HBM product; OPT's ReLU after a split fc1 and residual add after a split fc2 run as
     launches of their own: seventeenth session, OPT-6.7B at 1%, 141 elementwise launches a step
-    against the fused layer's few)."""
+    against the fused layer's few; OPT's q scaling where its q/k/v are not one all-HBM product)."""
     if workload.phase != "decode" or not profile.unfused_op_overhead_s:
         return 0.0
     on = epilogues_on()
@@ -113,6 +116,8 @@ def fusion_overhead(ops, host_bytes, workload: Workload, profile: HardwareProfil
             if len(members) >= 2 and (not fused or any(members)):
                 extra += len(members) - 1
         for need, used in on.items():
+            if need == OPT_ONLY and "fc1" not in kinds:
+                continue
             members = [kinds[k] for k in need if k in kinds]
             if used and len(members) == len(need) and (any(members) or (len(need) > 1 and not fused)):
                 extra += 1

@@ -9,10 +9,13 @@ launches to one. Each rounds where the eager code rounds. Outside those cases th
 HF's own ops in HF's order. Measured (H200, OPT-6.7B, B = 8, GEMV on, same call, sixteenth
 session): TPOT at x = 0/1/2% 4.66/5.23/5.61 -> 4.43/5.12/5.57 ms.
 
-`$DAK_OPT_QSCALE=1` (an experiment, off until measured on the GPU): HF's OPT attention multiplies
-q by its scaling in a launch of its own; where q/k/v are one all-HBM ProjectionGroup and the "dak"
+q's scaling (on by default; `$DAK_OPT_QSCALE=0` turns it off): HF's OPT attention multiplies q by
+its scaling in a launch of its own; where q/k/v are one all-HBM ProjectionGroup and the "dak"
 attention runs, the layer computes the fused product with q's scaling as the GEMV's epilogue
-(rounded as HF rounds) and calls the attention itself: one launch fewer a layer.
+(rounded as HF rounds) and calls the attention itself, which reads q where it lies in the product:
+one launch fewer a layer. Measured (H200, batch 8, same call, twenty-seventh session, H82): OPT-6.7B
+TPOT at x = 0/1% 4.116/4.854 -> 4.034/4.758 ms, OPT-30B 15.34/17.05 -> 15.22/16.88, equal at 2 and
+5%. (In H16 it gained nothing: q was then copied out of the product by a launch of its own.)
 """
 
 from __future__ import annotations
@@ -76,8 +79,8 @@ def opt_layer_forward(self, hidden_states, attention_mask=None, use_cache=False,
 
 
 def opt_qscale_enabled() -> bool:
-    """$DAK_OPT_QSCALE=1: q's scaling as the fused q/k/v GEMV's epilogue (see the module doc)."""
-    return env_flag("DAK_OPT_QSCALE", False)
+    """q's scaling as the fused q/k/v GEMV's epilogue unless $DAK_OPT_QSCALE=0 (see the module doc)."""
+    return env_flag("DAK_OPT_QSCALE", True)
 
 
 def _attention(attn, h: torch.Tensor, attention_mask, kwargs: dict) -> torch.Tensor:
