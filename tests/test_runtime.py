@@ -231,15 +231,19 @@ def test_hbm_gemv_decode_matches_hf(checkpoints, family, extra, monkeypatch):
 
 @pytest.mark.parametrize("ratio", [0.0, 0.3])
 def test_opt_q_scaling_in_the_qkv_gemv_matches_hf(checkpoints, ratio, monkeypatch):
-    """$DAK_OPT_QSCALE=1: OPT layers whose q/k/v are one all-HBM group compute q's scaling in that
-    GEMV's epilogue and call the attention themselves (prefill of <= 16 tokens and decode); at 0.3
-    layers with host rows in q/k/v keep HF's attention. HF's greedy tokens (or its ties)."""
+    """By default ($DAK_OPT_QSCALE unset) OPT layers whose q/k/v are one all-HBM group compute q's
+    scaling in that GEMV's epilogue and call the attention themselves (prefill of <= 16 tokens and
+    decode), which reads q where it lies in the product (not copied); at 0.3 layers with host rows in
+    q/k/v keep HF's attention. HF's greedy tokens (or its ties)."""
     import dak.kernels.hbm_gemv as hg
+    import dak.nn.split_attention as sa
     import dak.runtime.fused_opt as fo
-    monkeypatch.setenv("DAK_OPT_QSCALE", "1")
-    scaled = []
-    real = hg.hbm_gemv
+    monkeypatch.delenv("DAK_OPT_QSCALE", raising=False)
+    scaled, strided = [], []
+    real, attend = hg.hbm_gemv, sa.split_decode_attention
     monkeypatch.setattr(fo, "hbm_gemv", lambda *a, **kw: scaled.append(kw.get("scale_rows")) or real(*a, **kw))
+    monkeypatch.setattr(sa, "split_decode_attention",
+                        lambda q, *a, **kw: strided.append(not q.is_contiguous()) or attend(q, *a, **kw))
     hf, path = checkpoints["tiny-opt"]
     steps = 10
     model = dak.offload(path, batch=2, max_len=PROMPT + steps, host_ratio=ratio, dtype=DTYPE, tune=False)
@@ -249,6 +253,7 @@ def test_opt_q_scaling_in_the_qkv_gemv_matches_hf(checkpoints, ratio, monkeypatc
     want = (hf.config.hidden_size, (hf.config.hidden_size // heads) ** -0.5)
     assert any(r == want for r in scaled) if ratio == 0.0 else True, scaled[:3]
     assert all(r is None or r == want for r in scaled)
+    assert any(strided) == (ratio == 0.0)  # q sliced out of the fused product reached the kernel as it lies
     assert _check_tokens(hf, seq, steps) >= 2 * steps - 1
     model.dak_free()
 
