@@ -3,6 +3,53 @@
 # (step, ab, curves_ab, cache_vs_fresh) and $OUT, $log are set. past_call NAME runs one; unknown names return 2.
 past_call() {
 case "$1" in
+H83) # (ran: twenty-seventh session, inline at 320cfa4) OPT batch 8 at every ratio with q's scaling in the q/k/v GEMV
+    # (the default since 29b592a), prefetch beside: the OPT rows of e2e-h200.json
+    step 560 env DAK_OPT_QSCALE=1 python3 -m dak bench e2e --models opt-6.7b,opt-30b --batch 8 \
+        --ratios 0,1,2,5,10,20,40 --systems dak-consolidated,prefetch --out "$OUT/e2e-h83-opt-qscale.json"
+    ;;
+S27GPU) # (ran: twenty-seventh session, inline at 29b592a, two calls) the runtime and bench-e2e GPU files on the
+    # q-scaling default (46 passed, 6 skipped; the tiny-opt 20-token fork case not run)
+    step 270 python3 -u -m pytest -q -p no:cacheprovider tests/test_runtime_gpu.py -k "opt and not 20_tokens"
+    step 240 python3 -u -m pytest -q -p no:cacheprovider tests/test_runtime_gpu.py tests/test_bench_e2e_gpu.py -k "not opt"
+    ;;
+H78) # (ran: twenty-seventh session, at ba12538; written in the twenty-sixth) hbm_fork's GEMV launch by rows (fork_config: 32x256x4 up to 8192 rows, the heuristic
+    # above) is pieced from H77 (<= 8192 rows) and H75 (taller): both sides in one run, untuned configs unforked
+    # beside their forked variants at 1 and 8 tokens, alone and chained; then batch 8 end to end with hbm_fork at
+    # every decode batch (DAK_HBM_FORK=1) against the default (fork at 17-64 tokens only), the planner's predictions
+    # beside. If forked wins everywhere, make 1-16 tokens the default (dak.shares.hbm_fork_for)
+    step 150 env DAK_HBM_FORK=0 python3 -u benchmarks/bench_linear.py --no-tune --tokens 1,8 --ratios 0.5,1,2 \
+        --chained --out "$OUT/linear-h78.json"
+    e2e="python3 -m dak bench e2e --models llama-2-7b,llama-3-8b,opt-6.7b --batch 8 --ratios 1,2,5"
+    ab 140 DAK_HBM_FORK=1 e2e-h78 $e2e --systems dak-greedy,dak-consolidated
+    ;;
+H79) # (ran: twenty-seventh session, at ba12538; written in the twenty-sixth) decode sweeps now descend from both host paths (tuning.sweep): H64 again, the
+    # committed cache (old configs) against fresh sweeps, Llama-2-7B N = 8 at 1-5%; if fresh wins, refresh the
+    # committed cache (tuning-cache-h200.json) in later calls
+    cache_vs_fresh h79 150 420
+    ;;
+H80) # (ran: twenty-seventh session, at ba12538; written in the twenty-sixth) GPU tests of the code after fa06a79 (fork_config, the two-path tuning sweep)
+    step 400 python3 -u -m pytest -q -p no:cacheprovider tests/test_split_linear_gpu.py tests/test_split_linear_fork.py \
+        tests/test_timing_gpu.py
+    ;;
+H81) # (ran: twenty-seventh session, at ba12538; written in the twenty-sixth) OPT-6.7B all in HBM at batch 8 was 0.87 x bound (H58: 4.2 ms a step, its unfused
+    # LayerNorm 4.5 us a launch in the graph); dak's LayerNorm now takes 1.9 us alone (H65): the step again, end to end
+    # and profiled, Llama-2-7B beside
+    step 120 python3 -m dak bench e2e --models opt-6.7b,llama-2-7b --batch 8 --ratios 0 --systems dak-consolidated \
+        --out "$OUT/e2e-h81-x0.json"
+    step 200 python3 -u benchmarks/profile_step.py --model opt-6.7b --ratios 0 --out "$OUT/step-opt-6.7b-h81.json"
+    ;;
+H82) # (ran: twenty-seventh session, at 320cfa4; written in the twenty-seventh) $DAK_OPT_QSCALE=1 (q's scaling as the fused q/k/v GEMV's epilogue) was 1.00x in
+    # H16: the q it sliced out of the product was copied by a launch of its own (query.contiguous() in
+    # dak.runtime.kv); decode attention now reads it at its strides. OPT batch 8, default vs qscale, profiled
+    # at 0%, then the GPU tests of both changes
+    ab 200 DAK_OPT_QSCALE=1 e2e-h82 python3 -m dak bench e2e --models opt-6.7b,opt-30b --batch 8 --ratios 0,1,2,5 \
+        --systems dak-consolidated
+    step 200 env DAK_OPT_QSCALE=1 python3 -u benchmarks/profile_step.py --model opt-6.7b --ratios 0 \
+        --out "$OUT/step-opt-6.7b-h82-qscale.json"
+    step 300 python3 -u -m pytest -q -p no:cacheprovider tests/test_split_attention_gpu.py \
+        "tests/test_runtime_gpu.py::test_fused_projection_graphs_match_hf_eager"
+    ;;
 H77) # (ran: twenty-sixth session, inline at 032b06c) hbm_fork with one fixed GEMV launch (32x256x4) for its HBM rows:
     # untuned configs unforked beside forked, every shape, then batch 8 with hbm_fork at every decode batch
     step 150 env DAK_HBM_FORK=0 python3 -u benchmarks/bench_linear.py --no-tune --tokens 1,8 --ratios 0.5,1,2 \
