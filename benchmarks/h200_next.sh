@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh H84|H85|H86 (calls already run: benchmarks/h200_past_calls.sh, same usage)
+#   bash benchmarks/h200_next.sh H84|H85|H86|H87 (calls already run: benchmarks/h200_past_calls.sh, same usage)
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -59,7 +59,14 @@ H86) # (twenty-seventh session) H79 found identical configs timed up to 14% apar
             --ratios 1,2,5 --chained --out "$OUT/linear-h86-run$run.json"
     done
     ;;
+H87) # (twenty-seventh session) $DAK_CE_ONE_GEMV=1 (dak.kernels.staged_gemv, CPU-tested only): a chained copy-engine
+    # operator's staged and HBM rows as one GEMV launch after its copies land, instead of the split kernel plus
+    # torch's split-K GEMM. Its GPU test, then batch 8 consolidated (copy-engine plans at 1-5%), default vs on
+    step 200 python3 -u -m pytest -q -p no:cacheprovider tests/test_copy_ahead_gpu.py -k one_gemv
+    ab 200 DAK_CE_ONE_GEMV=1 e2e-h87 python3 -m dak bench e2e --models opt-6.7b,opt-30b,llama-2-7b --batch 8 \
+        --ratios 1,2,5 --systems dak-consolidated
+    ;;
 *)  . "$(dirname "$0")/h200_past_calls.sh"  # calls already run, kept to rerun or read
-    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H84|H85|H86 (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
+    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H84|H85|H86|H87 (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
 esac
 tail -c 3000 "$log"

@@ -62,6 +62,47 @@ def test_chained_step_under_graph_capture_matches_unchained(streams, slots, grou
     copy_ahead.unlink(mods)
 
 
+@pytest.mark.parametrize("streams,slots", [("1", "2"), ("2", "3")])
+def test_one_gemv_chain_under_graph_replay_matches_unchained(streams, slots, monkeypatch):
+    """$DAK_CE_ONE_GEMV=1: each chained operator, its host rows all staged, runs staged and HBM rows as
+    one GEMV launch after its copies land; eager and replayed (fresh inputs, poisoned outputs) within
+    bf16 rounding of the unchained path (its own GEMMs: not bit-equal)."""
+    import dak.kernels.split_linear_ce as ce
+    monkeypatch.setenv("DAK_CE_ONE_GEMV", "1")
+    monkeypatch.setenv("DAK_COPY_STREAMS", streams)
+    monkeypatch.setenv("DAK_COPY_SLOTS", slots)
+    calls = []
+    real = ce.staged_gemv
+    monkeypatch.setattr(ce, "staged_gemv", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    dtype, n, dims = torch.bfloat16, 8, [512, 1400, 700, 512, 2100, 512]
+    mods, run = _chain(9)
+
+    def close(y, want):
+        return ((y.float() - want).norm() / want.norm()).item() < 2e-2
+
+    x = torch.randn(n, dims[0], device="cuda").to(dtype)
+    ref = run(x).float()
+    assert not calls, "the unchained path must not take the one-GEMV path"
+    with copy_ahead.record_chain() as order:
+        run(x)
+    assert copy_ahead.link_chain(order, n) == len(mods)
+    with copy_ahead.copy_ahead_step(torch.device("cuda")):
+        eager = run(x)
+    assert len(calls) == len(mods) and close(eager, ref)
+    static_x = x.clone()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        with copy_ahead.copy_ahead_step(torch.device("cuda")):
+            static_y = run(static_x)
+    for trial in range(10):
+        xi = torch.randn(n, dims[0], device="cuda").to(dtype)
+        static_x.copy_(xi)
+        static_y.fill_(float("nan"))
+        g.replay()
+        assert close(static_y, run(xi).float()), f"replay {trial} differs"
+    copy_ahead.unlink(mods)
+
+
 @pytest.mark.parametrize("streams,slots,group", [("1", "2", "0"), ("2", "3", "0"), ("1", "2", "64")])
 def test_operator_called_twice_in_a_step_copies_again(streams, slots, group, monkeypatch):
     """A chained operator called again later in the step (its slot since reused by the operator

@@ -67,6 +67,39 @@ def test_ce_gemms_by_the_gemv(m, m_h, n, monkeypatch):
     assert sum(calls) == (0 if n > 16 else 2 * (chunk_rows + (m - m_h))), calls
 
 
+@pytest.mark.parametrize("m,m_h,n,share,used", [(83, 48, 5, 1.0, True), (48, 48, 1, 1.0, True), (99, 32, 16, 1.0, True),
+                                                (83, 50, 5, 1.0, False), (83, 48, 5, 0.5, False), (83, 48, 17, 1.0, False)])
+def test_ce_one_gemv_for_staged_and_hbm_rows(m, m_h, n, share, used, monkeypatch):
+    """$DAK_CE_ONE_GEMV=1: with every host row staged at 1-16 tokens, the staged rows and the HBM rows
+    are one staged_gemv launch after the copies (stale staging poisoned with NaN, bias on and off);
+    where the staged rows are no multiple of 16, part of them stay in place, or 17 tokens, the usual
+    path. All against the fp32 reference."""
+    import dak.kernels.split_linear_ce as ce
+    calls = []
+    real = ce.staged_gemv
+    monkeypatch.setattr(ce, "staged_gemv", lambda *a, **kw: calls.append(a[1].shape[0]) or real(*a, **kw))
+    for flag in ("0", "1"):
+        monkeypatch.setenv("DAK_CE_ONE_GEMV", flag)
+        with torch.no_grad():
+            for i, dtype in enumerate((torch.bfloat16, torch.float16)):
+                _case(m, 40 + 3 * i, n, m_h, share, 2, dtype, bias=i == 0, seed=m + n + i)
+        assert calls == ([m_h, m_h] if used and flag == "1" else []), calls
+
+
+def test_staged_gemv_rejects_what_it_cannot_take():
+    from dak.kernels.hbm_gemv import GemvConfig
+    from dak.kernels.staged_gemv import staged_config, staged_gemv
+    x, top, rest = (torch.zeros(r, 64, dtype=torch.bfloat16, device=DEV) for r in (2, 40, 30))
+    assert staged_config(40, 70, 64) is None and staged_config(48, 78, 64).block_m == 16
+    for kw, match in ((dict(top=top), "pad the top part"), (dict(cfg=GemvConfig(backend="cublas")), "Triton launch"),
+                      (dict(bias=torch.zeros(3, dtype=torch.bfloat16, device=DEV)), "bias must be"),
+                      (dict(out=torch.zeros(2, 3, dtype=torch.bfloat16, device=DEV)), "out must be"),
+                      (dict(rest=rest.half()), "one dtype")):
+        args = {**dict(x=x, top=top[:32], rest=rest), **kw}
+        with pytest.raises(ValueError, match=match):
+            staged_gemv(**args)
+
+
 def test_hbm_cublas_needs_every_host_row_staged():
     with pytest.raises(ValueError, match="hbm_cublas needs ce_share=1"):
         KernelConfig(ce_share=0.5, hbm_cublas=True)

@@ -1,12 +1,9 @@
 """Decode GEMV for a weight wholly in HBM: Y = X @ W^T (+ b) for N <= 16 tokens, one Triton launch.
 
-Why: a decode step at small batch is a chain of GEMVs, and inside a CUDA graph cuBLAS reads the
-smaller ones well below HBM bandwidth (H200, bf16, N = 8, back-to-back launches over distinct
-weights, fifteenth session, `benchmarks/probe_pdl_chain.py`: 4096x4096 12.9 us = 2611 GB/s,
-4096x11008 28.0 us). This kernel, one program per BLOCK_M rows walking all of K, took 11.5 and
-25.2 us there and was faster on 9 of 10 Llama-shaped matrices (equal on the tenth); over a whole
-Llama-2-7B-shaped decode chain 1.067x cuBLAS's step, Llama-3-8B 1.013x. Each program reads its
-rows once and all tokens at once (BLOCK_N = 16 covers N), so no read is repeated.
+Why: inside a CUDA graph cuBLAS reads small decode GEMVs well below HBM bandwidth (H200, bf16, N = 8,
+fifteenth session, `benchmarks/probe_pdl_chain.py`: 4096x4096 12.9 us, 4096x11008 28.0 us). This
+kernel, one program per BLOCK_M rows walking all of K (every token at once: no read repeated), took
+11.5 and 25.2 us, faster on 9 of 10 Llama-shaped matrices; a Llama-2-7B decode chain 1.067x cuBLAS's.
 
 `hbm_linear(x2, w, bias)` is what dak's all-HBM linears call: this kernel where `gemv_enabled()`
 (the default since the sixteenth session; $DAK_HBM_GEMV=0 turns it off) and the input is a decode
@@ -106,19 +103,24 @@ def _mma(x, w, acc, DOT_F32: tl.constexpr):
 
 @triton.jit
 def _gemv(x_ptr, w_ptr, b_ptr, r_ptr, y_ptr, N, M, K, stride_xn, stride_wm, stride_rn, stride_yn, SCALE_M, SCALE,
+          v_ptr, stride_vm, TOP_M,
           HAS_BIAS: tl.constexpr, SWIGLU: tl.constexpr, RELU: tl.constexpr, HAS_RES: tl.constexpr,
-          HAS_SCALE: tl.constexpr,
+          HAS_SCALE: tl.constexpr, TWO_PART: tl.constexpr,
           EVEN_M: tl.constexpr, EVEN_K: tl.constexpr,
           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, DOT_F32: tl.constexpr):
     """Y[:, rows] for this program's BLOCK_M rows of W, every token at once, all of K. SWIGLU: W
     has 2M rows (gate, then up) and Y[:, j] = silu(gate_j) * up_j, this program reading its
-    BLOCK_M gate rows and the matching up rows. HAS_SCALE: rows < SCALE_M times SCALE (OPT's q)."""
+    BLOCK_M gate rows and the matching up rows. HAS_SCALE: rows < SCALE_M times SCALE (OPT's q).
+    TWO_PART: rows [0, TOP_M) of W at w_ptr, rows [TOP_M, M) at v_ptr (TOP_M % BLOCK_M == 0)."""
     offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
     offs_k = tl.arange(0, BLOCK_K)
     mask_m = offs_m < M
     mask_n = offs_n < N
     w_rows = w_ptr + offs_m.to(tl.int64)[:, None] * stride_wm
+    if TWO_PART:  # each program's rows lie wholly in one part
+        if tl.program_id(0) * BLOCK_M >= TOP_M:
+            w_rows = v_ptr + (offs_m - TOP_M).to(tl.int64)[:, None] * stride_vm
     u_rows = w_rows + M.to(tl.int64) * stride_wm
     x_rows = x_ptr + offs_n[:, None] * stride_xn
     acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
@@ -182,7 +184,7 @@ def hbm_gemv(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None,
     (and bias) hold a gate then an up projection of M rows each; returns silu_mul(gate, up), (N, M).
     `relu`: relu of the (rounded) product; `residual` (N, M): residual + the (rounded) product;
     `scale_rows` (r, s): output columns [0, r) times s (OPT's q in a fused q/k/v), each rounded as
-    the eager ops round them."""
+    the eager ops round them. (A matrix stored in two parts: dak.kernels.staged_gemv.)"""
     check_gemv_args(x, w, bias, out, swiglu)
     n, k = x.shape
     m = w.shape[0] // 2 if swiglu else w.shape[0]
@@ -211,8 +213,8 @@ def hbm_gemv(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None,
     r = residual if residual is not None else out
     _gemv[(triton.cdiv(m, cfg.block_m),)](
         x, w, bias if bias is not None else w, r, out, n, m, k, x.stride(0), w.stride(0), r.stride(0),
-        out.stride(0), *(scale_rows or (0, 1.0)), HAS_BIAS=bias is not None, SWIGLU=swiglu, RELU=relu,
-        HAS_RES=residual is not None, HAS_SCALE=scale_rows is not None,
+        out.stride(0), *(scale_rows or (0, 1.0)), w, 0, 0, HAS_BIAS=bias is not None, SWIGLU=swiglu, RELU=relu,
+        HAS_RES=residual is not None, HAS_SCALE=scale_rows is not None, TWO_PART=False,
         EVEN_M=m % cfg.block_m == 0, EVEN_K=k % cfg.block_k == 0, BLOCK_M=cfg.block_m, BLOCK_N=MAX_TOKENS,
         BLOCK_K=cfg.block_k, DOT_F32=interpreting(), num_warps=cfg.num_warps, num_stages=cfg.num_stages,
         enable_fp_fusion=not swiglu and residual is None)

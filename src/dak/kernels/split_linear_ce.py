@@ -38,6 +38,7 @@ from dak.kernels.buffers import shared_buffer
 from dak.kernels.config import KernelConfig, cdiv, finalize
 from dak.kernels.fork_gemv import fork_config, parse_launch
 from dak.kernels.hbm_gemv import GemvConfig, config_for, gemv_applies, hbm_gemv
+from dak.kernels.staged_gemv import one_gemv_enabled, staged_config, staged_gemv
 from dak.kernels.split_linear import check_split_args, split_linear
 from dak.kernels.streams import fork, join, side_stream
 from dak.shares import ce_fork_enabled, ce_gemv_enabled
@@ -208,6 +209,18 @@ def split_linear_ce(x: torch.Tensor, w_host: torch.Tensor, w_hbm: torch.Tensor, 
     else:
         stage = staging_rows_view(staging, plan.m_ce, w_host)
 
+    one = _one_gemv(x, plan.m_ce, m_h, m_g, k, cfg, ahead)
+    if one is not None and x.device.type != "cuda":  # interpreter: every copy, then the one launch
+        stage[:m_h].copy_(_padded_rows(w_host, 0, m_h))
+        return staged_gemv(x, stage[:m_h, :k], w_hbm, bias, one, out)
+    if one is not None:  # the chain queued the copies earlier: wait for them, then one launch
+        main = torch.cuda.current_stream(x.device)
+        for ev in landed:
+            main.wait_event(ev)
+        staged_gemv(x, stage[:m_h, :k], w_hbm, bias, one, out)
+        step.release(owner, main)
+        return out
+
     def chunk(i):  # staged rows are HBM rows: torch's GEMM (split-K for few, long rows)
         lo, hi = plan.chunks[i]
         _gemm_into(out[:, lo:hi], x, stage[lo:hi, :k], bias_of(lo, hi))
@@ -235,6 +248,16 @@ def split_linear_ce(x: torch.Tensor, w_host: torch.Tensor, w_hbm: torch.Tensor, 
         main.wait_stream(copy_s)  # unchained: join the copy stream now (a copy-ahead step joins at its end)
     join(main, comp_s)
     return out
+
+
+def _one_gemv(x: torch.Tensor, m_ce: int, m_h: int, m_g: int, k: int, cfg: KernelConfig, ahead):
+    """The staged_gemv launch for this call if it takes the one-GEMV path (dak.kernels.staged_gemv:
+    $DAK_CE_ONE_GEMV=1, every host row staged, a decode batch the GEMV serves, on the GPU only inside
+    a copy-ahead chain (`ahead`); the interpreter stands in for one), else None."""
+    if (not one_gemv_enabled() or m_ce != m_h or cfg.hbm_cublas or not gemv_applies(x)
+            or (x.device.type == "cuda" and ahead is None)):
+        return None
+    return staged_config(m_h, m_h + m_g, k)
 
 
 def staging_buffer(device: torch.device, dtype: torch.dtype, numel: int) -> torch.Tensor:
