@@ -47,19 +47,24 @@ def test_chained_step_under_graph_capture_matches_unchained(streams, slots, grou
     with copy_ahead.copy_ahead_step(torch.device("cuda")):
         eager = run(x)
     assert torch.equal(eager.float(), ref), "chained eager step differs from the unchained one"
+    _replay_against_unchained(run, x, 20, lambda y, want: torch.equal(y.float(), want))
+    copy_ahead.unlink(mods)
+
+
+def _replay_against_unchained(run, x, trials, same):
+    """Capture one chained step of `run`, replay it on fresh inputs with its output poisoned, and
+    check each against the unchained run outside the graph with same(y, want_fp32)."""
     static_x = x.clone()
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
         with copy_ahead.copy_ahead_step(torch.device("cuda")):
             static_y = run(static_x)
-    for trial in range(20):
-        xi = torch.randn(n, dims[0], device="cuda").to(dtype)
+    for trial in range(trials):
+        xi = torch.randn_like(x, dtype=torch.float32).to(x.dtype)
         static_x.copy_(xi)
         static_y.fill_(float("nan"))
         g.replay()
-        want = run(xi).float()  # unchained, outside the graph
-        assert torch.equal(static_y.float(), want), f"replay {trial} differs"
-    copy_ahead.unlink(mods)
+        assert same(static_y, run(xi).float()), f"replay {trial} differs"
 
 
 @pytest.mark.parametrize("streams,slots", [("1", "2"), ("2", "3")])
@@ -89,17 +94,7 @@ def test_one_gemv_chain_under_graph_replay_matches_unchained(streams, slots, mon
     with copy_ahead.copy_ahead_step(torch.device("cuda")):
         eager = run(x)
     assert len(calls) == len(mods) and close(eager, ref)
-    static_x = x.clone()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        with copy_ahead.copy_ahead_step(torch.device("cuda")):
-            static_y = run(static_x)
-    for trial in range(10):
-        xi = torch.randn(n, dims[0], device="cuda").to(dtype)
-        static_x.copy_(xi)
-        static_y.fill_(float("nan"))
-        g.replay()
-        assert close(static_y, run(xi).float()), f"replay {trial} differs"
+    _replay_against_unchained(run, x, 10, close)
     copy_ahead.unlink(mods)
 
 
