@@ -7,14 +7,11 @@ kernel, one program per BLOCK_M rows walking all of K (every token at once: no r
 
 `hbm_linear(x2, w, bias)` is what dak's all-HBM linears call: this kernel where `gemv_enabled()`
 (the default since the sixteenth session; $DAK_HBM_GEMV=0 turns it off) and the input is a decode
-batch, torch's F.linear otherwise. End to end (H200, B = 8, same call, `e2e-h6-*-s16-h200.json`)
-it cut TPOT at x = 0/1/2%: Llama-2-7B 4.38/4.39/4.45 -> 4.05/4.07/4.13 ms, Llama-3-8B
-4.64/4.66/4.65 -> 4.47/4.49/4.48, OPT-6.7B 4.72/5.37/5.63 -> 4.66/5.23/5.61.
-`swiglu_linear(x, w_gate_up)` (on with the GEMV; $DAK_GEMV_SILU=0 turns it off) computes a Llama
-MLP's SiLU(gate) * up in the fused gate/up GEMV's epilogue, each program reading matching gate and
-up rows: one launch fewer per layer (H200, B = 8, x = 0/1/2%, same call, `e2e-h10-*-s16-h200.json`:
-Llama-2-7B 3.98/4.00/4.06 -> 3.92/3.94/4.01 ms, Llama-3-8B 4.41/4.42/4.41 -> 4.35/4.36/4.36).
-(A first form computed SiLU * up on down_proj's input loads: 5-6x slower, loads unpipelined.)
+batch, torch's F.linear otherwise (H200, B = 8, x = 0/1/2%, `e2e-h6-*-s16-h200.json`: Llama-2-7B
+4.38/4.39/4.45 -> 4.05/4.07/4.13 ms, OPT-6.7B 4.72/5.37/5.63 -> 4.66/5.23/5.61).
+`swiglu_linear(x, w_gate_up)` ($DAK_GEMV_SILU=0 off) computes a Llama MLP's SiLU(gate) * up in the
+fused gate/up GEMV's epilogue, each program reading matching gate and up rows: one launch fewer a
+layer (`e2e-h10-*-s16-h200.json`: Llama-2-7B 3.98/4.00/4.06 -> 3.92/3.94/4.01 ms at 0/1/2%).
 `hbm_gemv(..., relu=True)` and `hbm_gemv(..., residual=r)` apply OPT's ReLU and residual add
 in the epilogue (dak.runtime.fused_opt). Configs: `heuristic(M, K)` (from the H200 sweep), or
 with tune=True a short graph-timed sweep (cuBLAS one of its candidates) cached on disk per
@@ -210,13 +207,20 @@ def hbm_gemv(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None,
         if scale_rows is not None:
             y[:, :scale_rows[0]] *= scale_rows[1]
         return out.copy_(residual + y if residual is not None else y)
+    return launch_gemv(x, w, bias, out, m, cfg, residual=residual, scale_rows=scale_rows, swiglu=swiglu, relu=relu)
+
+
+def launch_gemv(x, w, bias, out, m, cfg, residual=None, scale_rows=None, swiglu=False, relu=False, rest=None):
+    """The _gemv launch over checked arguments; `rest`: rows [w's, m) stored apart (TWO_PART)."""
     r = residual if residual is not None else out
+    v = w if rest is None else rest
     _gemv[(triton.cdiv(m, cfg.block_m),)](
-        x, w, bias if bias is not None else w, r, out, n, m, k, x.stride(0), w.stride(0), r.stride(0),
-        out.stride(0), *(scale_rows or (0, 1.0)), w, 0, 0, HAS_BIAS=bias is not None, SWIGLU=swiglu, RELU=relu,
-        HAS_RES=residual is not None, HAS_SCALE=scale_rows is not None, TWO_PART=False,
-        EVEN_M=m % cfg.block_m == 0, EVEN_K=k % cfg.block_k == 0, BLOCK_M=cfg.block_m, BLOCK_N=MAX_TOKENS,
-        BLOCK_K=cfg.block_k, DOT_F32=interpreting(), num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+        x, w, bias if bias is not None else w, r, out, x.shape[0], m, x.shape[1], x.stride(0), w.stride(0),
+        r.stride(0), out.stride(0), *(scale_rows or (0, 1.0)), v, v.stride(0), 0 if rest is None else w.shape[0],
+        HAS_BIAS=bias is not None, SWIGLU=swiglu, RELU=relu, HAS_RES=residual is not None,
+        HAS_SCALE=scale_rows is not None, TWO_PART=rest is not None, EVEN_M=m % cfg.block_m == 0,
+        EVEN_K=x.shape[1] % cfg.block_k == 0, BLOCK_M=cfg.block_m, BLOCK_N=MAX_TOKENS, BLOCK_K=cfg.block_k,
+        DOT_F32=interpreting(), num_warps=cfg.num_warps, num_stages=cfg.num_stages,
         enable_fp_fusion=not swiglu and residual is None)
     return out
 

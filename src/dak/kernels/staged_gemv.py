@@ -13,10 +13,9 @@ experiment, off until measured on the GPU) makes split_linear_ce take it.
 from __future__ import annotations
 
 import torch
-import triton
 
-from dak.kernels.hbm_gemv import MAX_TOKENS, GemvConfig, _gemv, check_gemv_args, heuristic
-from dak.runtime_env import env_flag, interpreting
+from dak.kernels.hbm_gemv import GemvConfig, check_gemv_args, heuristic, launch_gemv
+from dak.runtime_env import env_flag
 
 
 def one_gemv_enabled() -> bool:
@@ -59,11 +58,6 @@ def staged_gemv(x: torch.Tensor, top: torch.Tensor, rest: torch.Tensor, bias: to
     elif out.shape != (n, m) or out.dtype != x.dtype or out.stride(1) != 1 or out.device != x.device:
         raise ValueError(f"out must be ({n}, {m}) {x.dtype} on {x.device} with unit column stride, got "
                          f"{tuple(out.shape)} {out.dtype} on {out.device}")
-    w = top if m_top else rest
-    _gemv[(triton.cdiv(m, cfg.block_m),)](
-        x, w, bias if bias is not None else w, out, out, n, m, k, x.stride(0), w.stride(0), out.stride(0),
-        out.stride(0), 0, 1.0, rest, rest.stride(0), m_top,
-        HAS_BIAS=bias is not None, SWIGLU=False, RELU=False, HAS_RES=False, HAS_SCALE=False, TWO_PART=True,
-        EVEN_M=m % cfg.block_m == 0, EVEN_K=k % cfg.block_k == 0, BLOCK_M=cfg.block_m, BLOCK_N=MAX_TOKENS,
-        BLOCK_K=cfg.block_k, DOT_F32=interpreting(), num_warps=cfg.num_warps, num_stages=cfg.num_stages)
-    return out
+    if m_top:
+        return launch_gemv(x, top, bias, out, m, cfg, rest=rest)
+    return launch_gemv(x, rest, bias, out, m, cfg)  # no top part: the plain launch

@@ -45,18 +45,18 @@ def step_overhead(spec: ModelSpec, workload: Workload, profile: HardwareProfile)
     return spec.num_layers * layer_overhead(spec, profile) if workload.phase == "decode" else 0.0
 
 
-# SiLU * up; OPT's ReLU; OPT's residual add; OPT's q scaling (OPT layers only: those with an fc1)
-EPILOGUES = (("gate_proj", "up_proj"), ("fc1",), ("fc2",), ("q_proj", "k_proj", "v_proj"))
-OPT_ONLY = EPILOGUES[3]
+# the member set an all-HBM GEMV epilogue needs whole in HBM -> a kind its layer must have (its family), if any:
+# SiLU * up; OPT's ReLU; OPT's residual add; OPT's q scaling (OPT layers: those with an fc1)
+EPILOGUES = {("gate_proj", "up_proj"): None, ("fc1",): None, ("fc2",): None, ("q_proj", "k_proj", "v_proj"): "fc1"}
 
 
 def epilogues_on() -> dict:
     """Which all-HBM GEMV epilogues the runtime uses (dak.kernels.hbm_gemv, dak.runtime.fused_opt),
-    by the member set that must be whole in HBM for it; torch-free."""
+    by the member set that must be whole in HBM for it (the keys of EPILOGUES); torch-free."""
     gemv = env_flag("DAK_HBM_GEMV", True)
     opt = gemv and env_flag("DAK_FUSED_OPT", True)
-    return {EPILOGUES[0]: env_flag("DAK_GEMV_SILU", gemv), EPILOGUES[1]: opt, EPILOGUES[2]: opt,
-            OPT_ONLY: opt and env_flag("DAK_OPT_QSCALE", True)}
+    silu, relu, res, qscale = EPILOGUES
+    return {silu: env_flag("DAK_GEMV_SILU", gemv), relu: opt, res: opt, qscale: opt and env_flag("DAK_OPT_QSCALE", True)}
 
 
 def layer_kinds(ops) -> dict:
@@ -116,10 +116,9 @@ def fusion_overhead(ops, host_bytes, workload: Workload, profile: HardwareProfil
             if len(members) >= 2 and (not fused or any(members)):
                 extra += len(members) - 1
         for need, used in on.items():
-            if need == OPT_ONLY and "fc1" not in kinds:
-                continue
             members = [kinds[k] for k in need if k in kinds]
-            if used and len(members) == len(need) and (any(members) or (len(need) > 1 and not fused)):
+            family = EPILOGUES[need] is None or EPILOGUES[need] in kinds
+            if used and family and len(members) == len(need) and (any(members) or (len(need) > 1 and not fused)):
                 extra += 1
     return extra * profile.unfused_op_overhead_s
 
