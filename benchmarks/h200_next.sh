@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh H84|H85|H86|H87 (calls already run: benchmarks/h200_past_calls.sh, same usage)
+#   bash benchmarks/h200_next.sh H86|H88 (calls already run: benchmarks/h200_past_calls.sh, same usage)
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -41,15 +41,14 @@ tuning_cache() {  # the committed tuning cache (every decode case of bench_linea
     cp benchmarks/results/tuning-cache-h200.json "$DAK_CACHE_DIR/split_linear.json"
 }
 case "$1" in
-H84) # (twenty-seventh session) the whole GPU suite on the q-scaling default and the strided-q attention, in two
-    # calls (H84 then H85): split linear, fork, timing, GEMV, fused layer, prefill graphs, calibrate
-    step 560 python3 -u -m pytest -q -p no:cacheprovider -m gpu tests/test_split_linear_gpu.py \
-        tests/test_split_linear_fork.py tests/test_timing_gpu.py tests/test_hbm_gemv_gpu.py tests/test_prefill_graphs_gpu.py \
-        tests/test_calibrate_gpu.py
-    ;;
-H85) # (twenty-seventh session) the rest of the GPU suite: copy-ahead, KV copy-ahead, large N, the tiny-opt 20-token case
-    step 560 python3 -u -m pytest -q -p no:cacheprovider -m gpu tests/test_copy_ahead_gpu.py tests/test_kv_ahead.py \
-        tests/test_split_linear_large_n_gpu.py "tests/test_runtime_gpu.py::test_graphed_greedy_at_20_tokens_a_step_with_hbm_fork"
+H88) # (twenty-eighth session) H87 again with the one-GEMV path open to hbm_cublas configs (the untuned default
+    # for staged operators, which H87's run excluded): its GPU test, a profiled OPT-6.7B 1% step with it on (are
+    # the staged operators' cuBLAS GEMMs gone?), then batch 8 consolidated default vs on
+    step 120 python3 -u -m pytest -q -p no:cacheprovider tests/test_copy_ahead_gpu.py -k one_gemv
+    step 120 env DAK_CE_ONE_GEMV=1 python3 -u benchmarks/profile_step.py --model opt-6.7b --ratios 0.01 --steps 2 \
+        --out "$OUT/step-opt-6.7b-h88.json"
+    ab 200 DAK_CE_ONE_GEMV=1 e2e-h88 python3 -m dak bench e2e --models opt-6.7b,opt-30b,llama-2-7b --batch 8 \
+        --ratios 1,2,5 --systems dak-consolidated
     ;;
 H86) # (twenty-seventh session) H79 found identical configs timed up to 14% apart in two bench runs of one call
     # (Llama-2-7B down_proj at 5%: 93.6 / 106.7 us): the committed cache's decode cases three times in one call
@@ -59,14 +58,7 @@ H86) # (twenty-seventh session) H79 found identical configs timed up to 14% apar
             --ratios 1,2,5 --chained --out "$OUT/linear-h86-run$run.json"
     done
     ;;
-H87) # (twenty-seventh session) $DAK_CE_ONE_GEMV=1 (dak.kernels.staged_gemv, CPU-tested only): a chained copy-engine
-    # operator's staged and HBM rows as one GEMV launch after its copies land, instead of the split kernel plus
-    # torch's split-K GEMM. Its GPU test, then batch 8 consolidated (copy-engine plans at 1-5%), default vs on
-    step 200 python3 -u -m pytest -q -p no:cacheprovider tests/test_copy_ahead_gpu.py -k one_gemv
-    ab 200 DAK_CE_ONE_GEMV=1 e2e-h87 python3 -m dak bench e2e --models opt-6.7b,opt-30b,llama-2-7b --batch 8 \
-        --ratios 1,2,5 --systems dak-consolidated
-    ;;
 *)  . "$(dirname "$0")/h200_past_calls.sh"  # calls already run, kept to rerun or read
-    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H84|H85|H86|H87 (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
+    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H86|H88 (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
 esac
 tail -c 3000 "$log"

@@ -3,6 +3,24 @@
 # (step, ab, curves_ab, cache_vs_fresh) and $OUT, $log are set. past_call NAME runs one; unknown names return 2.
 past_call() {
 case "$1" in
+H87) # (ran: twenty-eighth session at abc591a; the path was never taken: it excluded
+    # hbm_cublas configs, the untuned default, so default and on measured the same step) $DAK_CE_ONE_GEMV=1 (dak.kernels.staged_gemv, CPU-tested only): a chained copy-engine
+    # operator's staged and HBM rows as one GEMV launch after its copies land, instead of the split kernel plus
+    # torch's split-K GEMM. Its GPU test, then batch 8 consolidated (copy-engine plans at 1-5%), default vs on
+    step 200 python3 -u -m pytest -q -p no:cacheprovider tests/test_copy_ahead_gpu.py -k one_gemv
+    ab 200 DAK_CE_ONE_GEMV=1 e2e-h87 python3 -m dak bench e2e --models opt-6.7b,opt-30b,llama-2-7b --batch 8 \
+        --ratios 1,2,5 --systems dak-consolidated
+    ;;
+H85) # (ran: twenty-eighth session at abc591a: 30 passed) the rest of the GPU suite: copy-ahead, KV copy-ahead, large N, the tiny-opt 20-token case
+    step 560 python3 -u -m pytest -q -p no:cacheprovider -m gpu tests/test_copy_ahead_gpu.py tests/test_kv_ahead.py \
+        tests/test_split_linear_large_n_gpu.py "tests/test_runtime_gpu.py::test_graphed_greedy_at_20_tokens_a_step_with_hbm_fork"
+    ;;
+H84) # (ran: twenty-eighth session at abc591a: 44 passed) the whole GPU suite on the q-scaling default and the strided-q attention, in two
+    # calls (H84 then H85): split linear, fork, timing, GEMV, fused layer, prefill graphs, calibrate
+    step 560 python3 -u -m pytest -q -p no:cacheprovider -m gpu tests/test_split_linear_gpu.py \
+        tests/test_split_linear_fork.py tests/test_timing_gpu.py tests/test_hbm_gemv_gpu.py tests/test_prefill_graphs_gpu.py \
+        tests/test_calibrate_gpu.py
+    ;;
 H83) # (ran: twenty-seventh session, inline at 320cfa4) OPT batch 8 at every ratio with q's scaling in the q/k/v GEMV
     # (the default since 29b592a), prefetch beside: the OPT rows of e2e-h200.json
     step 560 env DAK_OPT_QSCALE=1 python3 -m dak bench e2e --models opt-6.7b,opt-30b --batch 8 \

@@ -67,13 +67,16 @@ def test_ce_gemms_by_the_gemv(m, m_h, n, monkeypatch):
     assert sum(calls) == (0 if n > 16 else 2 * (chunk_rows + (m - m_h))), calls
 
 
-@pytest.mark.parametrize("m,m_h,n,share,used", [(83, 48, 5, 1.0, True), (48, 48, 1, 1.0, True), (99, 32, 16, 1.0, True),
-                                                (83, 50, 5, 1.0, False), (83, 48, 5, 0.5, False), (83, 48, 17, 1.0, False)])
-def test_ce_one_gemv_for_staged_and_hbm_rows(m, m_h, n, share, used, monkeypatch):
+@pytest.mark.parametrize("m,m_h,n,share,used,cublas", [
+    (83, 48, 5, 1.0, True, False), (83, 48, 5, 1.0, True, True), (48, 48, 1, 1.0, True, True),
+    (99, 32, 16, 1.0, True, False), (83, 50, 5, 1.0, False, True), (83, 48, 5, 0.5, False, False),
+    (83, 48, 17, 1.0, False, True)])
+def test_ce_one_gemv_for_staged_and_hbm_rows(m, m_h, n, share, used, cublas, monkeypatch):
     """$DAK_CE_ONE_GEMV=1: with every host row staged at 1-16 tokens, the staged rows and the HBM rows
     are one staged_gemv launch after the copies (stale staging poisoned with NaN, bias on and off);
     where the staged rows are no multiple of 16, part of them stay in place, or 17 tokens, the usual
-    path. All against the fp32 reference."""
+    path. hbm_cublas (the untuned decode default for staged operators) takes it too. All against the
+    fp32 reference."""
     import dak.kernels.split_linear_ce as ce
     calls = []
     real = ce.staged_gemv
@@ -82,7 +85,7 @@ def test_ce_one_gemv_for_staged_and_hbm_rows(m, m_h, n, share, used, monkeypatch
         monkeypatch.setenv("DAK_CE_ONE_GEMV", flag)
         with torch.no_grad():
             for i, dtype in enumerate((torch.bfloat16, torch.float16)):
-                _case(m, 40 + 3 * i, n, m_h, share, 2, dtype, bias=i == 0, seed=m + n + i)
+                _case(m, 40 + 3 * i, n, m_h, share, 2, dtype, bias=i == 0, seed=m + n + i, cublas=cublas)
         assert calls == ([m_h, m_h] if used and flag == "1" else []), calls
 
 

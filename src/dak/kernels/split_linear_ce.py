@@ -254,8 +254,8 @@ def _one_gemv(x: torch.Tensor, m_ce: int, m_h: int, m_g: int, k: int, cfg: Kerne
     """The staged_gemv launch for this call if it takes the one-GEMV path (dak.kernels.staged_gemv:
     $DAK_CE_ONE_GEMV=1, every host row staged, a decode batch the GEMV serves, on the GPU only inside
     a copy-ahead chain (`ahead`); the interpreter stands in for one), else None."""
-    if (not one_gemv_enabled() or m_ce != m_h or cfg.hbm_cublas or not gemv_applies(x)
-            or (x.device.type == "cuda" and ahead is None)):
+    if (not one_gemv_enabled() or m_ce != m_h or not gemv_applies(x)
+            or (x.device.type == "cuda" and ahead is None)):  # hbm_cublas or not: one launch for both parts
         return None
     return staged_config(m_h, m_h + m_g, k)
 
