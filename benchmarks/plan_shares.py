@@ -57,7 +57,9 @@ def main() -> None:
             continue
         layers = shares(case.placement)
         text = "; ".join(f"{k} {p} x{n}" for (k, p), n in sorted(layers.items())) or "no layer share on the host"
-        pred = f" (predicted {case.placement.predicted_s * 1e3:.2f} ms)" if case.placement.feasible else ""
+        pl = case.placement
+        pred = (f" (predicted {pl.predicted_s * 1e3:.2f} ms, link {pl.link_s * 1e3:.2f} ms"
+                f"{', one GEMV once staged' if pl.one_gemv else ''})" if pl.feasible else "")
         print(f"{case.model} {100 * case.x_req:g}% {a.system}{pred}: {text}")
 
 

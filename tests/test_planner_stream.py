@@ -268,10 +268,12 @@ def test_a_calibrated_copy_engine_linear_still_pays_its_copy_start_up():
     assert not uses_copy_engine(op, thin[i]) and curve_copy_overhead(ops, thin, prof) == 0.0
 
 
-def test_consolidated_on_the_h17_profile_keeps_the_in_place_plan_at_2_percent():
+def test_consolidated_on_the_h17_profile_keeps_the_in_place_plan_at_2_percent(monkeypatch):
     """H18 (twenty-third session): on Llama-2-7B's calibrated H17 profile at 2% consolidated took
     a streamed o_proj chain (32 copies; predicted 4.18 ms, measured 4.37) over the in-place plan
-    greedy makes (down_proj in place, measured 4.01), the copies' start-up unpriced."""
+    greedy makes (down_proj in place, measured 4.01), the copies' start-up unpriced. (That chain
+    without the one-GEMV path, $DAK_CE_ONE_GEMV=0; with it see the next test.)"""
+    monkeypatch.setenv("DAK_CE_ONE_GEMV", "0")
     from pathlib import Path
     path = Path(__file__).resolve().parents[1] / "benchmarks/profiles/h200-llama-2-7b-h17-inherited.json"
     prof = get_profile(str(path))
@@ -281,3 +283,63 @@ def test_consolidated_on_the_h17_profile_keeps_the_in_place_plan_at_2_percent():
     ce = [o for o, op in zip(cons.ops, list_operators(spec, W)) if o.host_bytes and uses_copy_engine(op, o.host_bytes)]
     assert not ce, [o.name for o in ce][:4]
     assert cons.predicted_s <= greedy.predicted_s * 1.0001
+
+
+def _one_o_proj_chain(share):
+    """Llama-2-7B's ops and host bytes with every o_proj's host share `share` (copy engine)."""
+    ops = list_operators(load_spec("llama-2-7b"), W)
+    host = [op.host_bytes_for(max(1, round(op.units * share))) if op.kind == "o_proj" else 0 for op in ops]
+    assert all(uses_copy_engine(op, h) for op, h in zip(ops, host) if h)
+    return ops, host
+
+
+@pytest.mark.parametrize("mode", [None, "0", "1"])
+def test_one_gemv_where_the_copies_hide_behind_compute(mode, monkeypatch):
+    """The one-GEMV path (dak.kernels.staged_gemv) drops copy_op_overhead_s per copy-engine linear
+    from the compute side where the link side is at most ONE_GEMV_LINK_SHARE of it (unset), always
+    ($DAK_CE_ONE_GEMV=1) or never (0); never beyond the GEMV's 16 tokens or at prefill."""
+    from dak.planner.stream import chained, one_gemv_saving
+    from dak.shares import ONE_GEMV_LINK_SHARE
+    if mode is not None:
+        monkeypatch.setenv("DAK_CE_ONE_GEMV", mode)
+    else:
+        monkeypatch.delenv("DAK_CE_ONE_GEMV", raising=False)
+    base = step_overhead(load_spec("llama-2-7b"), W, H200)
+    for share, hidden in ((0.05, True), (0.6, False)):  # 32 o_proj copies: ~1.4 ms / ~16 ms of link
+        ops, host = _one_o_proj_chain(share)
+        monkeypatch.setenv("DAK_CE_ONE_GEMV", "0")
+        ct0, extra0 = chained(ops, host, W, H200, True, base=base)
+        if mode is None:
+            monkeypatch.delenv("DAK_CE_ONE_GEMV")
+        else:
+            monkeypatch.setenv("DAK_CE_ONE_GEMV", mode)
+        ct, extra = chained(ops, host, W, H200, True, base=base)
+        saving = one_gemv_saving(ops, host, W, H200)
+        assert saving == pytest.approx(32 * H200.copy_op_overhead_s)
+        compute = sum(ct0.times) + base + extra0 - saving
+        assert (ct0.link_s <= ONE_GEMV_LINK_SHARE * compute) == hidden
+        on = {None: hidden, "0": False, "1": True}[mode]
+        assert not ct0.one_gemv and ct.one_gemv == on
+        assert extra == pytest.approx(extra0 - saving if on else extra0) and ct.link_s == ct0.link_s
+    for w in (Workload("decode", 17, 32, 32), Workload("prefill", 8, 32, 32)):
+        assert one_gemv_saving(ops, host, w, H200) == 0.0
+    monkeypatch.setenv("DAK_HBM_GEMV", "0")
+    assert one_gemv_saving(ops, host, W, H200) == 0.0
+
+
+def test_plan_records_one_gemv_and_prices_it(monkeypatch):
+    """Placement.one_gemv follows the chain model's choice; the predicted step drops by the saved
+    start-ups (OPT-6.7B at 1%: out_proj's 32 copies, link side ~2.9 ms of ~4.7)."""
+    monkeypatch.delenv("DAK_CE_ONE_GEMV", raising=False)
+    spec = load_spec("opt-6.7b")
+    budget = budget_for(spec, W, 0.01, H200)
+    pl = plan(spec, W, H200, budget, "consolidated")
+    assert pl.one_gemv and pl.link_s > 0
+    n_ce = sum(1 for o, op in zip(pl.ops, list_operators(spec, W)) if o.host_bytes and uses_copy_engine(op, o.host_bytes))
+    assert n_ce >= 32
+    monkeypatch.setenv("DAK_CE_ONE_GEMV", "0")
+    off = plan(spec, W, H200, budget, "consolidated")
+    assert not off.one_gemv
+    if [o.host_bytes for o in off.ops] == [o.host_bytes for o in pl.ops]:  # the same plan: only the start-ups
+        assert off.overhead_s - pl.overhead_s == pytest.approx(n_ce * H200.copy_op_overhead_s)
+    assert pl.predicted_s < off.predicted_s

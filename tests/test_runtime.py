@@ -16,6 +16,7 @@ if not torch.cuda.is_available():
 
 import dak  # noqa: E402
 from dak.models.spec import load_config  # noqa: E402
+from dak.nn import SplitLinear  # noqa: E402
 from dak.runtime.offload import hf_config  # noqa: E402
 
 PROMPT, DTYPE = 6, torch.float16
@@ -172,6 +173,8 @@ def test_consolidated_policy_runs_and_matches_hf(checkpoints, family, policy):
                         policy=policy, dtype=DTYPE, tune=False)
     pl = model.dak_placement
     assert pl.policy == policy and pl.host_bytes >= pl.required_host_bytes > 0
+    splits = [m for m in model.modules() if isinstance(m, SplitLinear)]
+    assert splits and all(m.one_gemv == pl.one_gemv for m in splits)  # the plan's one-GEMV choice reaches them
     if policy == "consolidated":
         assert pl.predicted_s <= plan(spec, w, get_profile("h200-pcie"), budget, "greedy").predicted_s * (1 + 1e-9)
     ids = torch.randint(3, hf.config.vocab_size, (2, PROMPT), generator=torch.Generator().manual_seed(9))

@@ -41,6 +41,25 @@ def test_graphed_greedy_matches_hf_eager(checkpoints, family, ratio):
 
 
 @pytest.mark.parametrize("family", ["tiny-llama", "tiny-opt"])
+def test_one_gemv_staging_under_graphs_matches_hf_eager(checkpoints, family, monkeypatch):
+    """$DAK_CE_ONE_GEMV=1 (dak.kernels.staged_gemv): every host row staged by the copy-ahead chain
+    (ratio 1), each linear one GEMV once its copies land, captured and replayed: HF's tokens."""
+    import dak.kernels.split_linear_ce as ce
+    calls, real = [], ce.staged_gemv
+    monkeypatch.setattr(ce, "staged_gemv", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    monkeypatch.setenv("DAK_CE_ONE_GEMV", "1")
+    hf, path = checkpoints[family]
+    steps = 32
+    model = dak.offload(path, batch=2, max_len=PROMPT + steps, host_ratio=1.0, dtype=torch.float16, tune=False)
+    assert model.dak_engine.graphs
+    ids = torch.randint(3, hf.config.vocab_size, (2, PROMPT), device="cuda")
+    seq = model.generate(ids, max_new_tokens=steps)
+    assert calls, "no linear took the one-GEMV path"
+    assert _check_tokens(hf, seq, steps) >= 2 * steps - 1
+    model.dak_free()
+
+
+@pytest.mark.parametrize("family", ["tiny-llama", "tiny-opt"])
 def test_graphed_greedy_at_20_tokens_a_step_with_hbm_fork(checkpoints, family, monkeypatch):
     """A decode batch of 20 (hbm_fork's default range, 17-64 tokens) with every host row read in
     place ($DAK_CE_MIN_SHARE=1): the captured steps run the host-only kernels on the forked stream

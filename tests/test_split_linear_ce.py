@@ -89,6 +89,26 @@ def test_ce_one_gemv_for_staged_and_hbm_rows(m, m_h, n, share, used, cublas, mon
         assert calls == ([m_h, m_h] if used and flag == "1" else []), calls
 
 
+@pytest.mark.parametrize("env,owner,want", [(None, True, True), (None, False, False), ("0", True, False),
+                                            ("1", False, True)])
+def test_one_gemv_follows_the_plan_unless_the_env_says(env, owner, want, monkeypatch):
+    """Unset $DAK_CE_ONE_GEMV: the chained operator's own flag (SplitLinear.one_gemv, from
+    Placement.one_gemv) decides; '0'/'1' override it. Never for rows left in place or 17 tokens."""
+    from types import SimpleNamespace
+    from dak.kernels.split_linear_ce import _one_gemv
+    if env is None:
+        monkeypatch.delenv("DAK_CE_ONE_GEMV", raising=False)
+    else:
+        monkeypatch.setenv("DAK_CE_ONE_GEMV", env)
+    ahead = (None, SimpleNamespace(one_gemv=owner))
+    cfg = KernelConfig(block_m=16, ce_share=1.0, hbm_cublas=True)
+    x = torch.zeros(8, 64, dtype=torch.bfloat16, device=DEV)
+    with torch.no_grad():
+        assert (_one_gemv(x, 48, 48, 30, 64, cfg, ahead) is not None) == want
+        assert _one_gemv(x, 32, 48, 30, 64, cfg, ahead) is None
+        assert _one_gemv(torch.zeros(17, 64, dtype=torch.bfloat16, device=DEV), 48, 48, 30, 64, cfg, ahead) is None
+
+
 def test_staged_gemv_rejects_what_it_cannot_take():
     from dak.kernels.hbm_gemv import GemvConfig
     from dak.kernels.staged_gemv import staged_config, staged_gemv

@@ -93,6 +93,23 @@ def ce_gemv_enabled() -> bool:
     return env_flag("DAK_CE_GEMV", False)
 
 
+# The one-GEMV staging path (dak.kernels.staged_gemv) waits for an operator's whole copy before its
+# one launch; where the link is the busier side the default path's HBM rows, run during the copy,
+# win. The planner turns it on where the link side L is at most this share of the compute side A
+# (dak.planner.stream.chained). Bracketed on the H200 (twenty-eighth session, H88, batch 8, one
+# call, consolidated plans): faster at L/A 0.62-0.67 (OPT-6.7B 1% 4.80 -> 4.37 ms, OPT-30B 1%
+# 16.94 -> 16.46), slower at 1.17 and above (OPT-6.7B 2% 5.81 -> 6.78, OPT-30B 2% 24.55 ->
+# 28.06, Llama-2-7B 5% 9.15 -> 10.61).
+ONE_GEMV_LINK_SHARE = 0.85
+
+
+def one_gemv_mode() -> bool | None:
+    """$DAK_CE_ONE_GEMV: '1' runs every chained decode copy-engine linear whose host rows are all
+    staged as one GEMV after its copies land (dak.kernels.staged_gemv), '0' never, unset as the
+    plan says (dak.planner.placement.Placement.one_gemv; None here)."""
+    return None if os.environ.get("DAK_CE_ONE_GEMV") is None else env_flag("DAK_CE_ONE_GEMV", False)
+
+
 def split_gemv_tiles_enabled() -> bool:
     """$DAK_SPLIT_GEMV_TILES=1 (an experiment, off until measured on the GPU): untuned decode
     configs of the in-place split kernel (1-16 tokens, no copy engine) take the all-HBM GEMV's

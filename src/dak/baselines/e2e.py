@@ -142,7 +142,7 @@ def install_prefetch(model: nn.Module, placement: Placement, dtype: torch.dtype,
 def placement_summary(pl: Placement) -> dict:
     """The fields of a placement that a benchmark row records."""
     keep = ("policy", "hbm_budget", "required_host_bytes", "host_bytes", "hbm_bytes", "staging_bytes",
-            "step_time_s", "overhead_s", "link_s", "feasible", "note", "cost_model")
+            "step_time_s", "overhead_s", "link_s", "one_gemv", "feasible", "note", "cost_model")
     d = {k: getattr(pl, k) for k in keep}
     if not math.isfinite(d["step_time_s"]):
         d["step_time_s"] = None

@@ -38,10 +38,10 @@ from dak.kernels.buffers import shared_buffer
 from dak.kernels.config import KernelConfig, cdiv, finalize
 from dak.kernels.fork_gemv import fork_config, parse_launch
 from dak.kernels.hbm_gemv import GemvConfig, config_for, gemv_applies, hbm_gemv
-from dak.kernels.staged_gemv import one_gemv_enabled, staged_config, staged_gemv
+from dak.kernels.staged_gemv import staged_config, staged_gemv
 from dak.kernels.split_linear import check_split_args, split_linear
 from dak.kernels.streams import fork, join, side_stream
-from dak.shares import ce_fork_enabled, ce_gemv_enabled
+from dak.shares import ce_fork_enabled, ce_gemv_enabled, one_gemv_mode
 
 
 @dataclass(frozen=True)
@@ -252,9 +252,12 @@ def split_linear_ce(x: torch.Tensor, w_host: torch.Tensor, w_hbm: torch.Tensor, 
 
 def _one_gemv(x: torch.Tensor, m_ce: int, m_h: int, m_g: int, k: int, cfg: KernelConfig, ahead):
     """The staged_gemv launch for this call if it takes the one-GEMV path (dak.kernels.staged_gemv:
-    $DAK_CE_ONE_GEMV=1, every host row staged, a decode batch the GEMV serves, on the GPU only inside
-    a copy-ahead chain (`ahead`); the interpreter stands in for one), else None."""
-    if (not one_gemv_enabled() or m_ce != m_h or not gemv_applies(x)
+    the operator's plan says so (SplitLinear.one_gemv, set from Placement.one_gemv) or
+    $DAK_CE_ONE_GEMV=1, not 0; every host row staged, a decode batch the GEMV serves, on the GPU
+    only inside a copy-ahead chain (`ahead`); the interpreter stands in for one), else None."""
+    mode = one_gemv_mode()
+    wanted = mode if mode is not None else bool(ahead is not None and getattr(ahead[1], "one_gemv", False))
+    if (not wanted or m_ce != m_h or not gemv_applies(x)
             or (x.device.type == "cuda" and ahead is None)):  # hbm_cublas or not: one launch for both parts
         return None
     return staged_config(m_h, m_h + m_g, k)

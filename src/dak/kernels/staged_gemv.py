@@ -2,12 +2,12 @@
 
 A copy-engine operator at decode (dak.kernels.split_linear_ce) has its host rows copied into an
 HBM staging slot and its other rows resident in HBM: both parts are HBM reads, but the default path
-multiplies them by two launches (the split kernel for the resident rows, torch's GEMM, split-K, for
-the staged ones) after waiting on the copy per chunk. Once the copies have landed (a copy-ahead
+multiplies them by two launches or more (the split kernel or cuBLAS for the resident rows, torch's
+GEMM, split-K, for the staged ones) after waiting on the copy per chunk. Once the copies have landed (a copy-ahead
 chain issues them one operator or more earlier) the whole product is one all-HBM GEMV: the
 kernel of dak.kernels.hbm_gemv with TWO_PART, each program reading its BLOCK_M rows from the
-part that holds them (so W_top's rows must be a multiple of BLOCK_M). `$DAK_CE_ONE_GEMV=1` (an
-experiment, off until measured on the GPU) makes split_linear_ce take it.
+part that holds them (so W_top's rows must be a multiple of BLOCK_M). split_linear_ce takes it
+where the plan says (Placement.one_gemv: the copies hide behind compute) or $DAK_CE_ONE_GEMV=1.
 """
 
 from __future__ import annotations
@@ -15,13 +15,6 @@ from __future__ import annotations
 import torch
 
 from dak.kernels.hbm_gemv import GemvConfig, check_gemv_args, heuristic, launch_gemv
-from dak.runtime_env import env_flag
-
-
-def one_gemv_enabled() -> bool:
-    """$DAK_CE_ONE_GEMV=1: a decode copy-engine operator whose host rows are all staged runs as one
-    staged_gemv launch after its copies land (see the module doc); off by default."""
-    return env_flag("DAK_CE_ONE_GEMV", False)
 
 
 def staged_config(m_top: int, m: int, k: int) -> GemvConfig | None:

@@ -96,6 +96,8 @@ class SplitLinear(nn.Module):
         self._configs: dict[int, KernelConfig] = {}
         self._staging: torch.Tensor | None = None  # shared copy-engine staging (see split_linear_ce)
         self._ahead = None  # copy-ahead chain entry for decode steps (dak.kernels.copy_ahead)
+        # chained and all host rows staged: one GEMV after the copies land (Placement.one_gemv)
+        self.one_gemv = False
         self._group = None  # (ProjectionGroup, index) when fused with its siblings (dak.nn.fused_proj)
         self._gpu = gpu_name(device)
         self._sms = sm_count(device)

@@ -54,6 +54,7 @@ class Placement:
     measured_ops: int = 0         # operators timed by a measured curve (the rest: roofline)
     overhead_s: float = 0.0       # decode: layers x the profile's layer_overhead_s (not in step_time_s)
     link_s: float = 0.0           # decode, dak's policies: the host link's busy time L (dak.planner.stream)
+    one_gemv: bool = False        # decode: copy-engine linears run as one GEMV once staged (stream.chained)
 
     @property
     def predicted_s(self) -> float:

@@ -132,7 +132,7 @@ def plan(spec: ModelSpec, workload: Workload, profile: HardwareProfile, hbm_budg
                   min_hbm_bytes=mins.total, required_host_bytes=R, total_bytes=total,
                   total_traffic=float(sum(op.traffic for op in ops)), fits=R == 0,
                   cost_model=model_used, measured_ops=measured, overhead_s=step_overhead(spec, workload, profile))
-    staging, feasible, note, link = 0, True, "", 0.0
+    staging, feasible, note, link, one_gemv = 0, True, "", 0.0, False
     base = common["overhead_s"]
     reserved = False  # the placement holds its copy-engine staging inside the budget (streamed)
 
@@ -183,8 +183,8 @@ def plan(spec: ModelSpec, workload: Workload, profile: HardwareProfile, hbm_budg
     elif not feasible:
         times = [math.inf] * len(ops)
     elif workload.phase == "decode":  # the copy-ahead chain model (dak.planner.stream)
-        ct, extra = chained(ops, host_parts, workload, profile, fused, kv_ahead)
-        times, link = list(ct.times), ct.link_s
+        ct, extra = chained(ops, host_parts, workload, profile, fused, kv_ahead, base)
+        times, link, one_gemv = list(ct.times), ct.link_s, ct.one_gemv
         staging = staging_for(ops, host_parts) if reserved else 0
         common["overhead_s"] += extra
     else:
@@ -198,7 +198,7 @@ def plan(spec: ModelSpec, workload: Workload, profile: HardwareProfile, hbm_budg
         note = "the model fits in the HBM budget: no offload needed"
     return Placement(policy=policy, ops=placed, staging_bytes=staging, host_bytes=host,
                      hbm_bytes=total - host + staging, step_time_s=sum(times) if feasible else math.inf,
-                     feasible=feasible, note=note, link_s=link, **common)
+                     feasible=feasible, note=note, link_s=link, one_gemv=one_gemv, **common)
 
 
 def _roofline_units(ops, R: int, profile: HardwareProfile, policy: str, workload, spare_link: bool):

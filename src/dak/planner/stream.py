@@ -33,9 +33,9 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from ..shares import ce_min_share, copy_wrap_enabled
+from ..shares import ONE_GEMV_LINK_SHARE, ce_min_share, copy_wrap_enabled, env_flag, one_gemv_mode
 from .cost import op_time
 from .curves import MAX_DECODE_TOKENS, curve_for
 from .overhead import copied_ahead, fusion_overhead, split_overhead
@@ -58,6 +58,10 @@ class ChainTime:
     copy_engine: tuple[bool, ...]
     link_s: float                 # L in the module doc
     first_s: float = 0.0          # the step's first copy, which the compute side waits for
+    one_gemv: bool = False        # copy-engine linears run as one GEMV once staged (see `chained`)
+
+
+GEMV_MAX_TOKENS = 16  # mirrors dak.kernels.hbm_gemv.MAX_TOKENS: the decode batches the GEMV serves
 
 
 def uses_copy_engine(op, host: int, many: bool = False) -> bool:
@@ -108,15 +112,38 @@ STAGED_PARTS = 3  # two copy-ahead slots, and prefill stages the largest host pa
                   # (dak.runtime.offload.staging_bytes_for with the default knobs)
 
 
-def chained(ops, host_bytes, workload, profile, fused: bool, kv_ahead: bool = False) -> tuple[ChainTime, float]:
+def chained(ops, host_bytes, workload, profile, fused: bool, kv_ahead: bool = False,
+            base: float = 0.0) -> tuple[ChainTime, float]:
     """(chain_time, the compute side's time beyond the local times: split operators, unfused
-    groups and the step's first copy)."""
+    groups and the step's first copy). `base`: the step's small kernels, which count on the
+    compute side when ct.one_gemv is decided: each copy-engine linear then runs its staged and
+    HBM rows as one GEMV after its copies land (dak.kernels.staged_gemv), without the
+    copy_op_overhead_s its two launches and wait cost, where the link side is at most
+    ONE_GEMV_LINK_SHARE of the compute side (where it is busier, the default path's HBM rows
+    running during the copy win; $DAK_CE_ONE_GEMV=1/0 forces it on/off)."""
     many = many_tokens(workload)
     ct = chain_time(ops, host_bytes, profile, many, kv_ahead)
     extra = (split_overhead(ops, host_bytes, workload, profile, many, kv_ahead)
              + curve_copy_overhead(ops, host_bytes, profile, many)
              + fusion_overhead(ops, host_bytes, workload, profile, fused) + ct.first_s)
+    saving = one_gemv_saving(ops, host_bytes, workload, profile)
+    if saving:
+        mode = one_gemv_mode()
+        compute = sum(ct.times) + base + extra - saving
+        if mode if mode is not None else ct.link_s <= ONE_GEMV_LINK_SHARE * compute:
+            ct, extra = replace(ct, one_gemv=True), extra - saving
     return ct, extra
+
+
+def one_gemv_saving(ops, host_bytes, workload, profile) -> float:
+    """Compute-side time the copy-engine linears of a decode step stop paying as one GEMV each:
+    the copy_op_overhead_s that split_overhead or curve_copy_overhead prices each of them (the
+    twenty-eighth session's H88 measured 10-13 us an operator, OPT-30B / OPT-6.7B at 1%, against
+    the profile's 13.9). 0 where the GEMV serves no such step: prefill, more than
+    GEMV_MAX_TOKENS tokens, or $DAK_HBM_GEMV=0."""
+    if workload.phase != "decode" or workload.batch > GEMV_MAX_TOKENS or not env_flag("DAK_HBM_GEMV", True):
+        return 0.0
+    return sum(profile.copy_op_overhead_s for op, h in zip(ops, host_bytes) if uses_copy_engine(op, h))
 
 
 def curve_copy_overhead(ops, host_bytes, profile, many: bool = False) -> float:
@@ -144,7 +171,7 @@ def combine(compute_s: float, link_s: float) -> float:
 def chain_predict(ops, host_bytes, workload, profile, fused: bool, base: float, kv_ahead: bool = False) -> float:
     """Predicted decode step combine(local times + base + overheads, link time); `base`: the
     step's small kernels (dak.planner.overhead.step_overhead); `kv_ahead`: see chain_time."""
-    ct, extra = chained(ops, host_bytes, workload, profile, fused, kv_ahead)
+    ct, extra = chained(ops, host_bytes, workload, profile, fused, kv_ahead, base)
     return combine(sum(ct.times) + base + extra, ct.link_s)
 
 

@@ -78,6 +78,7 @@ def place(model: nn.Module, placement: Placement, device: torch.device, tune: bo
         kw = dict(host_rows=op.host_rows, row_tile=1, tune=tune)
         split = (SplitLinear.empty(w.shape[0], w.shape[1], bias=b is not None, dtype=w.dtype, **kw)
                  if w.device.type == "meta" else SplitLinear(w.data, None if b is None else b.data, **kw))
+        split.one_gemv = placement.one_gemv  # copy-engine rows staged ahead: one GEMV (dak.kernels.staged_gemv)
         _set(model, name, split)
         tell(op.bytes)
         if op.kind == "lm_head":
