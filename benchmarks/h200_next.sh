@@ -46,8 +46,8 @@ H89) # (twenty-eighth session) the planner's one-GEMV choice (Placement.one_gemv
     # plans and path): batch 8 consolidated at 1/2% (Llama-2-7B at 2% now streams o_proj); then the GPU tests
     ab 200 DAK_CE_ONE_GEMV=0 e2e-h89 python3 -m dak bench e2e --models opt-6.7b,opt-30b,llama-2-7b --batch 8 \
         --ratios 1,2 --systems dak-consolidated
-    step 150 python3 -u -m pytest -q -p no:cacheprovider tests/test_copy_ahead_gpu.py -k one_gemv \
-        tests/test_runtime_gpu.py -k "one_gemv or graphed_greedy_matches"
+    step 200 python3 -u -m pytest -q -p no:cacheprovider tests/test_copy_ahead_gpu.py tests/test_runtime_gpu.py \
+        -k "one_gemv or (graphed_greedy_matches and 1.0)"
     ;;
 H88) # (twenty-eighth session) H87 again with the one-GEMV path open to hbm_cublas configs (the untuned default
     # for staged operators, which H87's run excluded): its GPU test, a profiled OPT-6.7B 1% step with it on (are
