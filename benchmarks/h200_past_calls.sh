@@ -3,6 +3,23 @@
 # (step, ab, curves_ab, cache_vs_fresh) and $OUT, $log are set. past_call NAME runs one; unknown names return 2.
 past_call() {
 case "$1" in
+H89) # (ran: twenty-eighth session at de18a76, all start-ups priced off) the planner's one-GEMV choice (Placement.one_gemv: link side <= 0.85 x compute side,
+    # priced as copy_op_overhead_s less per copy-engine linear) as the default, against $DAK_CE_ONE_GEMV=0 (the old
+    # plans and path): batch 8 consolidated at 1/2% (Llama-2-7B at 2% now streams o_proj); then the GPU tests
+    ab 200 DAK_CE_ONE_GEMV=0 e2e-h89 python3 -m dak bench e2e --models opt-6.7b,opt-30b,llama-2-7b --batch 8 \
+        --ratios 1,2 --systems dak-consolidated
+    step 200 python3 -u -m pytest -q -p no:cacheprovider tests/test_copy_ahead_gpu.py tests/test_runtime_gpu.py \
+        -k "one_gemv or (graphed_greedy_matches and 1.0)"
+    ;;
+H88) # (ran: twenty-eighth session at 78c5cda) H87 again with the one-GEMV path open to hbm_cublas configs (the untuned default
+    # for staged operators, which H87's run excluded): its GPU test, a profiled OPT-6.7B 1% step with it on (are
+    # the staged operators' cuBLAS GEMMs gone?), then batch 8 consolidated default vs on
+    step 120 python3 -u -m pytest -q -p no:cacheprovider tests/test_copy_ahead_gpu.py -k one_gemv
+    step 120 env DAK_CE_ONE_GEMV=1 python3 -u benchmarks/profile_step.py --model opt-6.7b --ratios 0.01 --steps 2 \
+        --out "$OUT/step-opt-6.7b-h88.json"
+    ab 200 DAK_CE_ONE_GEMV=1 e2e-h88 python3 -m dak bench e2e --models opt-6.7b,opt-30b,llama-2-7b --batch 8 \
+        --ratios 1,2,5 --systems dak-consolidated
+    ;;
 H87) # (ran: twenty-eighth session at abc591a; the path was never taken: it excluded
     # hbm_cublas configs, the untuned default, so default and on measured the same step) $DAK_CE_ONE_GEMV=1 (dak.kernels.staged_gemv, CPU-tested only): a chained copy-engine
     # operator's staged and HBM rows as one GEMV launch after its copies land, instead of the split kernel plus

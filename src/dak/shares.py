@@ -101,6 +101,12 @@ def ce_gemv_enabled() -> bool:
 # 16.94 -> 16.46), slower at 1.17 and above (OPT-6.7B 2% 5.81 -> 6.78, OPT-30B 2% 24.55 ->
 # 28.06, Llama-2-7B 5% 9.15 -> 10.61).
 ONE_GEMV_LINK_SHARE = 0.85
+# Of each such linear's copy_op_overhead_s (13.9 us on the H200 profile) the planner takes this
+# share off the compute side. H89 (same session): OPT-6.7B at 1% (out_proj chain x32) measured
+# 4.26 ms against 4.31 predicted with all of it off; Llama-2-7B at 2%, where pricing all of it off
+# made consolidated stream o_proj x32 (predicted 3.92 ms) over its in-place plan (3.96), measured
+# 4.03 against that plan's 3.96: 3.5 us an operator left, the fit below.
+ONE_GEMV_SAVED_SHARE = 0.75
 
 
 def one_gemv_mode() -> bool | None:

@@ -35,7 +35,7 @@ import heapq
 import itertools
 from dataclasses import dataclass, replace
 
-from ..shares import ONE_GEMV_LINK_SHARE, ce_min_share, copy_wrap_enabled, env_flag, one_gemv_mode
+from ..shares import ONE_GEMV_LINK_SHARE, ONE_GEMV_SAVED_SHARE, ce_min_share, copy_wrap_enabled, env_flag, one_gemv_mode
 from .cost import op_time
 from .curves import MAX_DECODE_TOKENS, curve_for
 from .overhead import copied_ahead, fusion_overhead, split_overhead
@@ -117,7 +117,7 @@ def chained(ops, host_bytes, workload, profile, fused: bool, kv_ahead: bool = Fa
     """(chain_time, the compute side's time beyond the local times: split operators, unfused
     groups and the step's first copy). `base`: the step's small kernels, which count on the
     compute side when ct.one_gemv is decided: each copy-engine linear then runs its staged and
-    HBM rows as one GEMV after its copies land (dak.kernels.staged_gemv), without the
+    HBM rows as one GEMV after its copies land (dak.kernels.staged_gemv), saving most of the
     copy_op_overhead_s its two launches and wait cost, where the link side is at most
     ONE_GEMV_LINK_SHARE of the compute side (where it is busier, the default path's HBM rows
     running during the copy win; $DAK_CE_ONE_GEMV=1/0 forces it on/off)."""
@@ -137,13 +137,13 @@ def chained(ops, host_bytes, workload, profile, fused: bool, kv_ahead: bool = Fa
 
 def one_gemv_saving(ops, host_bytes, workload, profile) -> float:
     """Compute-side time the copy-engine linears of a decode step stop paying as one GEMV each:
-    the copy_op_overhead_s that split_overhead or curve_copy_overhead prices each of them (the
-    twenty-eighth session's H88 measured 10-13 us an operator, OPT-30B / OPT-6.7B at 1%, against
-    the profile's 13.9). 0 where the GEMV serves no such step: prefill, more than
-    GEMV_MAX_TOKENS tokens, or $DAK_HBM_GEMV=0."""
+    ONE_GEMV_SAVED_SHARE of the copy_op_overhead_s that split_overhead or curve_copy_overhead
+    prices each of them (see dak.shares). 0 where the GEMV serves no such step: prefill, more
+    than GEMV_MAX_TOKENS tokens, or $DAK_HBM_GEMV=0."""
     if workload.phase != "decode" or workload.batch > GEMV_MAX_TOKENS or not env_flag("DAK_HBM_GEMV", True):
         return 0.0
-    return sum(profile.copy_op_overhead_s for op, h in zip(ops, host_bytes) if uses_copy_engine(op, h))
+    return ONE_GEMV_SAVED_SHARE * sum(profile.copy_op_overhead_s for op, h in zip(ops, host_bytes)
+                                      if uses_copy_engine(op, h))
 
 
 def curve_copy_overhead(ops, host_bytes, profile, many: bool = False) -> float:
