@@ -3,6 +3,33 @@
 # (step, ab, curves_ab, cache_vs_fresh) and $OUT, $log are set. past_call NAME runs one; unknown names return 2.
 past_call() {
 case "$1" in
+H91) # (ran: twenty-eighth session, inline at e945df5 without DAK_GIT_SHA; the JSONs' sha set by hand) H90's
+    # DAK_COPY_WRAP A/B twice more (e2e-h91-{default,copy-wrap}-run{1,2}-s28-h200.json)
+    for v in 0 1 0 1; do
+        step 60 env DAK_COPY_WRAP=$v python3 -m dak bench e2e --models opt-6.7b,opt-30b --batch 8 --ratios 1 \
+            --systems dak-consolidated --out "$OUT/e2e-h91-wrap$v-$RANDOM.json"
+    done
+    ;;
+H90) # (ran: twenty-eighth session at e945df5) the rows the one-GEMV default changes (its saving priced at 0.75 of the start-ups):
+    # OPT-6.7B/OPT-30B consolidated and Llama-3-8B uniform at 1%, to merge into e2e-h200.json; the OPT rows again
+    # under $DAK_COPY_WRAP=1 (the first copy rides the previous step's tail: with the copies hidden, is it the rest
+    # of the gap to the all-HBM step?); then one H86 run (bench_linear's between-run spread)
+    ab 200 DAK_COPY_WRAP=1 e2e-h90 python3 -m dak bench e2e --models opt-6.7b,opt-30b --batch 8 --ratios 1 \
+        --systems dak-consolidated
+    step 120 python3 -m dak bench e2e --models llama-3-8b --batch 8 --ratios 1 --systems dak-uniform \
+        --out "$OUT/e2e-h90-uniform.json"
+    tuning_cache
+    step 150 python3 -u benchmarks/bench_linear.py --shapes llama2-7b.qkvo,llama2-7b.up,llama2-7b.down --tokens 8 \
+        --ratios 1,2,5 --chained --out "$OUT/linear-h86-run1.json"
+    ;;
+H86) # (ran: twenty-eighth session at e945df5: within 3.1% alone, 2.0% chained) H79 found identical configs timed up to 14% apart in two bench runs of one call
+    # (Llama-2-7B down_proj at 5%: 93.6 / 106.7 us): the committed cache's decode cases three times in one call
+    tuning_cache
+    for run in 1 2 3; do
+        step 150 python3 -u benchmarks/bench_linear.py --shapes llama2-7b.qkvo,llama2-7b.up,llama2-7b.down --tokens 8 \
+            --ratios 1,2,5 --chained --out "$OUT/linear-h86-run$run.json"
+    done
+    ;;
 H89) # (ran: twenty-eighth session at de18a76, all start-ups priced off) the planner's one-GEMV choice (Placement.one_gemv: link side <= 0.85 x compute side,
     # priced as copy_op_overhead_s less per copy-engine linear) as the default, against $DAK_CE_ONE_GEMV=0 (the old
     # plans and path): batch 8 consolidated at 1/2% (Llama-2-7B at 2% now streams o_proj); then the GPU tests
