@@ -30,6 +30,21 @@ def test_plan_fits_note(capsys):
     assert "fits in the HBM budget: no offload needed" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("mode", [None, "0"])
+def test_plan_says_when_copy_engine_linears_run_as_one_gemv(capsys, monkeypatch, mode):
+    """OPT-6.7B at batch 8 with ~1% on the host: its out_proj copies hide under the step, so the plan
+    runs them as one GEMV once staged (Placement.one_gemv) and says so; $DAK_CE_ONE_GEMV=0 not."""
+    if mode is None:
+        monkeypatch.delenv("DAK_CE_ONE_GEMV", raising=False)
+    else:
+        monkeypatch.setenv("DAK_CE_ONE_GEMV", mode)
+    assert main(["plan", "--model", "opt-6.7b", "--hbm-budget", "14526201487", "--batch", "8", "--prompt-len", "32",
+                 "--gen-len", "32"]) == 0
+    out = capsys.readouterr().out
+    assert "(hidden under the step)" in out
+    assert ("runs as one GEMV once its copies land" in out) == (mode is None)
+
+
 def test_plan_json_consistent(capsys):
     assert main(BASE + ["--json", "--hardware", "h200-pcie"]) == 0
     d = json.loads(capsys.readouterr().out)

@@ -150,7 +150,8 @@ def render(pl, plans: dict, per_layer: bool = False, spec=None) -> str:
     if pl.link_s:
         out.append(f"copy-ahead chain: link time {format_time(pl.link_s)} per step "
                    + ("(the step is link-bound)" if pl.link_s >= pl.step_time_s + pl.overhead_s
-                      else "(hidden under the step)"))
+                      else "(hidden under the step)")
+                   + ("; each copy-engine linear runs as one GEMV once its copies land" if pl.one_gemv else ""))
     if per_layer:
         out += ["", f"{'layer':<8}{'bytes':>12}{'host':>12}{'ratio':>8}{'time':>12}"]
         layers: OrderedDict = OrderedDict()
