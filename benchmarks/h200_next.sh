@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh H92 (calls already run: benchmarks/h200_past_calls.sh, same usage)
+#   bash benchmarks/h200_next.sh H92|H93 (calls already run: benchmarks/h200_past_calls.sh, same usage)
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -46,7 +46,15 @@ H92) # (twenty-eighth session) the OPT rows at 1% that one GEMV changed (H90 mea
     step 300 python3 -m dak bench e2e --models opt-6.7b,opt-30b --batch 8 --ratios 1 \
         --systems dak-consolidated,dak-greedy,dak-uniform,prefetch,uva --out "$OUT/e2e-h92-opt-1pct.json"
     ;;
+H93) # (twenty-eighth session) $DAK_COPY_WRAP=plan (CPU-tested only): a plan that runs one GEMV once staged wraps its
+    # copy-ahead chain (H90/H91: 0.09-0.27 ms faster at OPT 1% with DAK_COPY_WRAP=1). Its GPU tests (the wrap cases),
+    # then batch 8 consolidated at 1/2/5% default vs plan; if only the one-GEMV rows (1%) move, and faster, make
+    # 'plan' the default (dak.shares.copy_wrap_mode) and re-measure those rows with their baselines (H92's command)
+    step 200 python3 -u -m pytest -q -p no:cacheprovider tests/test_runtime_gpu.py -k wrap
+    ab 200 DAK_COPY_WRAP=plan e2e-h93 python3 -m dak bench e2e --models opt-6.7b,opt-30b,llama-2-7b --batch 8 \
+        --ratios 1,2,5 --systems dak-consolidated
+    ;;
 *)  . "$(dirname "$0")/h200_past_calls.sh"  # calls already run, kept to rerun or read
-    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H92 (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
+    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H92|H93 (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
 esac
 tail -c 3000 "$log"

@@ -160,8 +160,29 @@ def test_wrapped_chain_keeps_its_own_slots_and_names_its_first_unit(monkeypatch)
     head = rec[0]._ahead.chain.head
     assert head == tuple(rec) and rec[0]._ahead.group is not None, "the first unit is the whole group"
     monkeypatch.setenv("DAK_COPY_WRAP", "yes")
-    with pytest.raises(ValueError, match="DAK_COPY_WRAP must be 0 or 1"):
+    with pytest.raises(ValueError, match="DAK_COPY_WRAP must be 0, 1 or plan"):
         copy_ahead.link_chain(rec, 3)
+    copy_ahead.unlink(mods)
+
+
+def test_plan_wraps_a_chain_whose_operators_run_one_gemv(monkeypatch):
+    """$DAK_COPY_WRAP=plan: a chain wraps when every chained operator carries the plan's one-GEMV
+    flag (SplitLinear.one_gemv, from Placement.one_gemv), not when any lacks it; own-slot chains
+    (a captured prefill) never wrap."""
+    mods = [m for m in _mods() if m.host_rows]
+    rec, _ = _ce_chain(mods)
+    monkeypatch.setenv("DAK_COPY_WRAP", "plan")
+    for flags, wrapped in (((True,) * len(rec), True), ((True,) * (len(rec) - 1) + (False,), False),
+                           ((False,) * len(rec), False)):
+        for m, f in zip(rec, flags):
+            m.one_gemv = f
+        assert copy_ahead.link_chain(rec, 3) == len(rec)
+        chain = rec[0]._ahead.chain
+        assert chain.wrap == wrapped and (chain.head == (rec[0],)) == wrapped
+    for m in rec:
+        m.one_gemv = True
+    copy_ahead.link_chain(rec, 3, own_slots=True)
+    assert not rec[0]._ahead.chain.wrap and rec[0]._ahead.chain.own
     copy_ahead.unlink(mods)
 
 

@@ -349,3 +349,31 @@ def test_plan_records_one_gemv_and_prices_it(monkeypatch):
     if [o.host_bytes for o in off.ops] == [o.host_bytes for o in pl.ops]:  # the same plan: only the start-ups
         assert off.overhead_s - pl.overhead_s == pytest.approx(n_ce * ONE_GEMV_SAVED_SHARE * H200.copy_op_overhead_s)
     assert pl.predicted_s < off.predicted_s
+
+
+def test_copy_wrap_plan_takes_the_first_copy_off_one_gemv_plans_only(monkeypatch):
+    """$DAK_COPY_WRAP=plan: a plan that runs one GEMV once staged (OPT-6.7B at 1%) wraps its chain,
+    so its first copy leaves both sides (predicted lower by about it); a link-bound plan (5%, no one
+    GEMV) is priced as before."""
+    from dak.planner.stream import chained
+    monkeypatch.delenv("DAK_CE_ONE_GEMV", raising=False)
+    spec = load_spec("opt-6.7b")
+    ops = list_operators(spec, W)
+    base = step_overhead(spec, W, H200)
+    for x, one in ((0.01, True), (0.05, False)):
+        pl = plan(spec, W, H200, budget_for(spec, W, x, H200), "consolidated")
+        host = [o.host_bytes for o in pl.ops]
+        monkeypatch.delenv("DAK_COPY_WRAP", raising=False)
+        ct0, extra0 = chained(ops, host, W, H200, True, base=base)
+        monkeypatch.setenv("DAK_COPY_WRAP", "plan")
+        ct, extra = chained(ops, host, W, H200, True, base=base)
+        assert ct0.one_gemv == ct.one_gemv == one
+        if one:
+            assert ct0.first_s > 0 and ct.first_s == 0.0
+            assert ct.link_s == pytest.approx(ct0.link_s - ct0.first_s) and extra == pytest.approx(extra0 - ct0.first_s)
+            assert plan(spec, W, H200, pl.hbm_budget, "consolidated").predicted_s < pl.predicted_s
+        else:
+            assert (ct.link_s, ct.first_s, extra) == (ct0.link_s, ct0.first_s, extra0)
+    monkeypatch.setenv("DAK_COPY_WRAP", "sometimes")
+    with pytest.raises(ValueError, match="DAK_COPY_WRAP must be 0, 1 or plan"):
+        chained(ops, host, W, H200, True, base=base)

@@ -247,6 +247,29 @@ def test_wrapped_copy_chain_gives_the_same_tokens(checkpoints, tmp_path, monkeyp
         assert torch.equal(outs[0], got), f"first difference at {(outs[0] != got).nonzero()[:1].tolist()}"
 
 
+def test_copy_wrap_by_plan_follows_one_gemv(checkpoints, tmp_path, monkeypatch):
+    """$DAK_COPY_WRAP=plan: a plan that runs one GEMV once staged ($DAK_CE_ONE_GEMV=1, every host row
+    staged) wraps its chain, with the unwrapped chain's tokens over 100 steps; a plan without one
+    GEMV ($DAK_CE_ONE_GEMV=0) does not wrap."""
+    monkeypatch.setenv("DAK_CACHE_DIR", str(tmp_path))
+    _, path = checkpoints["tiny-llama"]
+    ids = torch.randint(3, 900, (3, 5), device="cuda")
+    outs = []
+    for one, wrap in (("1", "0"), ("1", "plan"), ("0", "plan")):
+        monkeypatch.setenv("DAK_CE_ONE_GEMV", one)
+        monkeypatch.setenv("DAK_COPY_WRAP", wrap)
+        model = dak.offload(path, batch=3, max_len=110, host_ratio=1.0, dtype=torch.bfloat16, tune=False,
+                            kv_buckets=2)
+        assert model.dak_placement.one_gemv == (one == "1")
+        out = model.generate(ids, max_new_tokens=100 if one == "1" else 4).clone()
+        chains = model.dak_engine._wrapped
+        if one == "1":
+            outs.append(out)
+        assert (len(chains) == 1 and chains[0].primed) if (one, wrap) == ("1", "plan") else not chains
+        model.dak_free()
+    assert torch.equal(outs[0], outs[1]), f"first difference at {(outs[0] != outs[1]).nonzero()[:1].tolist()}"
+
+
 @pytest.mark.parametrize("wrap", ["0", "1"])
 def test_load_state_dict_after_capture_changes_the_replayed_model(checkpoints, tmp_path, monkeypatch, wrap):
     """Weights loaded into an offloaded model whose decode graphs are captured: its next tokens

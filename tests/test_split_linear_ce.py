@@ -109,6 +109,43 @@ def test_one_gemv_follows_the_plan_unless_the_env_says(env, owner, want, monkeyp
         assert _one_gemv(torch.zeros(17, 64, dtype=torch.bfloat16, device=DEV), 48, 48, 30, 64, cfg, ahead) is None
 
 
+def test_one_gemv_operator_takes_the_untuned_staged_config(tmp_path, monkeypatch):
+    """A SplitLinear the plan runs as one GEMV once staged (one_gemv) takes the untuned config the
+    planner priced (every host row staged) at 1-16 tokens, not a cached one that reads some rows
+    in place; beyond 16 tokens, without the flag, with $DAK_CE_ONE_GEMV=0, or where the untuned
+    config reads its rows in place, the cache wins as before."""
+    from dataclasses import replace
+    from dak.kernels import tuning
+    from dak.kernels.config import heuristic_config
+    from dak.nn import SplitLinear
+    monkeypatch.setenv("DAK_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(tuning, "_MEMORY", {})
+    monkeypatch.delenv("DAK_CE_ONE_GEMV", raising=False)
+    torch.manual_seed(4)
+
+    def cached_in_place(key):  # a tuned config that reads every host row in place
+        n, m_h = int(key.split("|")[2].split(",")[0]), 100
+        return replace(heuristic_config(n, m_h, 60, 48, 4, False), ce_share=0.0, hbm_cublas=False)
+    monkeypatch.setattr(tuning, "cached", cached_in_place)
+    monkeypatch.setattr(tuning, "tune_key", lambda gpu, dtype, n, *rest: f"gpu|bf16|{n},rest")
+    for one, env, n, staged in ((True, None, 8, True), (True, None, 17, False), (False, None, 8, False),
+                                (True, "0", 8, False)):
+        if env is None:
+            monkeypatch.delenv("DAK_CE_ONE_GEMV", raising=False)
+        else:
+            monkeypatch.setenv("DAK_CE_ONE_GEMV", env)
+        mod = SplitLinear(torch.randn(160, 48).to(torch.bfloat16), host_rows=100, row_tile=16, tune=False).to(DEV)
+        mod.one_gemv = one
+        assert heuristic_config(n, 100, 60, 48, 4, False).ce_share == 1.0  # 62% on the host: copy engine
+        with torch.no_grad():
+            cfg = mod.prepare(n)
+        assert (cfg.ce_share == 1.0) == staged, (one, env, n, cfg)
+    thin = SplitLinear(torch.randn(400, 48).to(torch.bfloat16), host_rows=4, row_tile=1, tune=False).to(DEV)
+    thin.one_gemv = True  # a thin in-place share inside a one-GEMV plan: the cache's config as before
+    with torch.no_grad():
+        assert thin.prepare(8).ce_share == 0.0
+
+
 def test_staged_gemv_rejects_what_it_cannot_take():
     from dak.kernels.hbm_gemv import GemvConfig
     from dak.kernels.staged_gemv import staged_config, staged_gemv

@@ -13,11 +13,11 @@ the step captures into one CUDA graph. Experiments: $DAK_COPY_STREAMS=2 alternat
 streams, so the next operator's copy starts while this one's is in flight; $DAK_COPY_SLOTS=k
 (default 2) uses k slots, so operator i's copy waits only for operator i - k's GEMMs (the
 prefetch baseline, one layer ahead in two layer-sized buffers, has a whole layer of slack).
-$DAK_COPY_WRAP=1 (an experiment) wraps the chain around the step: the step's last copy refills
-the first operator's slot for the next step, so that copy overlaps this step's tail (the last
-operators, the LM head) instead of stalling the next step's start; the chain then keeps its own
-slots (no other chain may overwrite the first one between steps) and `prime` refills it after
-anything that broke the cycle (an interrupted step).
+$DAK_COPY_WRAP=1 (or =plan: where the plan runs one GEMV once staged) wraps the chain around the
+step: the step's last copy refills the first operator's slot for the next step, so that copy
+overlaps this step's tail (the last operators, the LM head) instead of stalling the next step's
+start; the chain then keeps its own slots (no other chain may overwrite the first one between
+steps) and `prime` refills it after anything that broke the cycle (an interrupted step).
 
     with record_chain() as order:   # an eager warm-up step: which operators use the copy engine
         step()
@@ -37,7 +37,7 @@ import torch
 from dak.kernels.buffers import shared_buffer
 from dak.kernels.streams import side_stream
 from dak.kernels.copy_groups import make_group, plan_groups
-from dak.shares import chain_one_chunk, copy_group_bytes, copy_slot_count, copy_stream_count, copy_wrap_enabled
+from dak.shares import chain_one_chunk, copy_group_bytes, copy_slot_count, copy_stream_count, copy_wrap_mode
 
 _STEP: contextvars.ContextVar = contextvars.ContextVar("dak_copy_ahead_step", default=None)
 _RECORD: contextvars.ContextVar = contextvars.ContextVar("dak_copy_ahead_record", default=None)
@@ -112,10 +112,12 @@ def link_chain(order: list, n_tokens: int, own_slots: bool = False) -> int:
     """Chain `order` (SplitLinears, in call order) for decode steps of `n_tokens` tokens and size
     the staging slots (two, or $DAK_COPY_SLOTS). Operators not in `order` are unchained.
     own_slots: the chain gets slots of its own (never wrapped), so that linking it cannot grow
-    the shared slots that captured graphs hold (a captured prefill). Returns the chain length."""
+    the shared slots that captured graphs hold (a captured prefill). Wrapped ($DAK_COPY_WRAP=1, or
+    'plan' where every chained operator runs one GEMV once staged: SplitLinear.one_gemv, the
+    plan's flag). Returns the chain length."""
     from dak.kernels.split_linear_ce import ce_plan
     from dak.kernels.tuning import token_bucket
-    chain, slots, links = [], copy_slot_count(), Chain(copy_wrap_enabled() and not own_slots, own=own_slots)
+    chain, slots = [], copy_slot_count()
     for mod in order:
         mod._ahead = None
         cfg = mod._configs.get(token_bucket(n_tokens))
@@ -129,6 +131,10 @@ def link_chain(order: list, n_tokens: int, own_slots: bool = False) -> int:
             if cfg.hbm_cublas and cfg.ce_chunks > 1:
                 cfg = mod._configs[token_bucket(n_tokens)] = replace(cfg, ce_chunks=1, ce_taper=1.0)
                 chain[i] = (mod, cfg, ce_plan(cfg, mod.host_rows, mod.out_features - mod.host_rows, mod._sms))
+    wrap = copy_wrap_mode()
+    if wrap is None:
+        wrap = bool(chain) and all(getattr(mod, "one_gemv", False) for mod, _, _ in chain)
+    links = Chain(wrap and not own_slots, own=own_slots)
     # copy units (a group, or one operator) take slots in turn: neighbouring units never share one
     units = []
     for idx in plan_groups(chain, copy_group_bytes()):

@@ -20,10 +20,11 @@ import torch
 from torch import nn
 
 from dak.host import PinnedBuffer, device_matrix
-from dak.kernels.config import KernelConfig
-from dak.kernels.hbm_gemv import hbm_linear
+from dak.kernels.config import KernelConfig, heuristic_config
+from dak.kernels.hbm_gemv import MAX_TOKENS, hbm_linear
 from dak.nn.split_state import gather, load_rows, refuse_moves, unexpected
 from dak.runtime_env import KERNEL_DTYPES, gpu_name, kernel_device, sm_count
+from dak.shares import one_gemv_mode
 
 
 def host_rows_for(out_features: int, row_tile: int, host_ratio: float | None = None,
@@ -192,13 +193,20 @@ class SplitLinear(nn.Module):
         tma_ok = tma_compatible(self.w_host) and (self.w_hbm.numel() == 0 or tma_compatible(self.w_hbm))
         key = tune_key(self._gpu, self.dtype, n_tokens, self.host_rows,
                        self.out_features - self.host_rows, self.in_features, self.bias is not None)
-        tune = self.tune and x.device.type == "cuda"
-        runs = lambda c: self._launch(x, c, out)  # noqa: E731
-        if tune and cached(key) is None:  # the sweep rotates HBM copies so that its timings miss L2
-            runs = [lambda c, w=w: self._launch(x, c, out, w) for (w,) in l2_copies((self.w_hbm,))]
-        cfg = get_or_tune(key, runs, n_tokens, self.host_rows,
-                          self.out_features - self.host_rows, self.in_features, self._sms, tma_ok, tune)
-        del runs
+        m_h, m_g, k = self.host_rows, self.out_features - self.host_rows, self.in_features
+        cfg = None
+        if self.one_gemv and n_tokens <= MAX_TOKENS and one_gemv_mode() is not False:
+            # the plan runs its copy-engine operators as one GEMV once staged: the untuned config it
+            # priced (every host row staged), no cached or swept one; in-place operators as usual
+            cfg = heuristic_config(n_tokens, m_h, m_g, k, self._sms, tma_ok)
+            cfg = cfg if cfg.ce_share >= 1 else None
+        if cfg is None:
+            tune = self.tune and x.device.type == "cuda"
+            runs = lambda c: self._launch(x, c, out)  # noqa: E731
+            if tune and cached(key) is None:  # the sweep rotates HBM copies so that its timings miss L2
+                runs = [lambda c, w=w: self._launch(x, c, out, w) for (w,) in l2_copies((self.w_hbm,))]
+            cfg = get_or_tune(key, runs, n_tokens, m_h, m_g, k, self._sms, tma_ok, tune)
+            del runs
         self._launch(x, cfg, out)  # compile now, outside any capture
         self._configs[bucket] = cfg
         return cfg

@@ -35,7 +35,8 @@ import heapq
 import itertools
 from dataclasses import dataclass, replace
 
-from ..shares import ONE_GEMV_LINK_SHARE, ONE_GEMV_SAVED_SHARE, ce_min_share, copy_wrap_enabled, env_flag, one_gemv_mode
+from ..shares import (ONE_GEMV_LINK_SHARE, ONE_GEMV_SAVED_SHARE, ce_min_share, copy_wrap_enabled, copy_wrap_mode,
+                      env_flag, one_gemv_mode)
 from .cost import op_time
 from .curves import MAX_DECODE_TOKENS, curve_for
 from .overhead import copied_ahead, fusion_overhead, split_overhead
@@ -120,7 +121,8 @@ def chained(ops, host_bytes, workload, profile, fused: bool, kv_ahead: bool = Fa
     HBM rows as one GEMV after its copies land (dak.kernels.staged_gemv), saving most of the
     copy_op_overhead_s its two launches and wait cost, where the link side is at most
     ONE_GEMV_LINK_SHARE of the compute side (where it is busier, the default path's HBM rows
-    running during the copy win; $DAK_CE_ONE_GEMV=1/0 forces it on/off)."""
+    running during the copy win; $DAK_CE_ONE_GEMV=1/0 forces it on/off). With $DAK_COPY_WRAP=plan
+    such a chain also wraps around the step: its first copy leaves both sides."""
     many = many_tokens(workload)
     ct = chain_time(ops, host_bytes, profile, many, kv_ahead)
     extra = (split_overhead(ops, host_bytes, workload, profile, many, kv_ahead)
@@ -132,6 +134,8 @@ def chained(ops, host_bytes, workload, profile, fused: bool, kv_ahead: bool = Fa
         compute = sum(ct.times) + base + extra - saving
         if mode if mode is not None else ct.link_s <= ONE_GEMV_LINK_SHARE * compute:
             ct, extra = replace(ct, one_gemv=True), extra - saving
+            if copy_wrap_mode() is None:  # $DAK_COPY_WRAP=plan: this chain wraps (copy_ahead.link_chain)
+                ct, extra = replace(ct, link_s=ct.link_s - ct.first_s, first_s=0.0), extra - ct.first_s
     return ct, extra
 
 
