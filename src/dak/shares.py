@@ -86,6 +86,12 @@ def ce_hbm_cublas() -> bool:
     return env_flag("DAK_CE_HBM_CUBLAS", True)
 
 
+def gemv_enabled() -> bool:
+    """All-HBM decode linears run dak's GEMV (dak.kernels.hbm_gemv) unless $DAK_HBM_GEMV=0 (torch's
+    cuBLAS then); the planner's epilogue and one-GEMV pricing follow it."""
+    return env_flag("DAK_HBM_GEMV", True)
+
+
 def ce_gemv_enabled() -> bool:
     """$DAK_CE_GEMV=1 (an experiment, off until measured on the GPU): a copy-engine operator's
     decode-batch GEMMs (its HBM rows and each staged chunk) run dak's all-HBM GEMV

@@ -133,7 +133,7 @@ def link_chain(order: list, n_tokens: int, own_slots: bool = False) -> int:
                 chain[i] = (mod, cfg, ce_plan(cfg, mod.host_rows, mod.out_features - mod.host_rows, mod._sms))
     wrap = copy_wrap_mode()
     if wrap is None:
-        wrap = bool(chain) and all(getattr(mod, "one_gemv", False) for mod, _, _ in chain)
+        wrap = bool(chain) and all(mod.one_gemv for mod, _, _ in chain)
     links = Chain(wrap and not own_slots, own=own_slots)
     # copy units (a group, or one operator) take slots in turn: neighbouring units never share one
     units = []

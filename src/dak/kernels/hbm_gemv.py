@@ -39,6 +39,7 @@ from dak.kernels.fused_layer import silu_mul
 from dak.kernels.fused_ops import need_kernel_device
 from dak.kernels.timing import l2_copies
 from dak.runtime_env import KERNEL_DTYPES, env_flag, gpu_name, interpreting
+from dak.shares import gemv_enabled
 
 MAX_TOKENS = 16  # the token tile: tl.dot needs >= 16 rows, and one tile covers every decode token
 
@@ -59,11 +60,6 @@ class GemvConfig:
 CANDIDATES = [GemvConfig(bm, bk, st) for bm in (16, 32, 64) for bk in (128, 256) for st in (3, 4, 5, 6)
               if (bm, bk, st) != (64, 256, 6)]  # that one needs more shared memory than an H100/H200 has
 CACHE: ConfigCache[GemvConfig] = ConfigCache("hbm_gemv", GemvConfig, GemvConfig.to_dict)
-
-
-def gemv_enabled() -> bool:
-    """All-HBM decode linears run this kernel unless $DAK_HBM_GEMV=0 (torch's cuBLAS then)."""
-    return env_flag("DAK_HBM_GEMV", True)
 
 
 def heuristic(m: int, k: int) -> GemvConfig:

@@ -21,7 +21,7 @@ from __future__ import annotations
 from ..hardware import HardwareProfile
 from ..models.ops import Workload
 from ..models.spec import ModelSpec
-from ..shares import ce_min_share, env_flag, fused_layer_enabled
+from ..shares import ce_min_share, env_flag, fused_layer_enabled, gemv_enabled
 from .curves import PROJECTION_GROUPS, curve_for  # noqa: F401 -- PROJECTION_GROUPS re-exported
 
 
@@ -53,7 +53,7 @@ EPILOGUES = {("gate_proj", "up_proj"): None, ("fc1",): None, ("fc2",): None, ("q
 def epilogues_on() -> dict:
     """Which all-HBM GEMV epilogues the runtime uses (dak.kernels.hbm_gemv, dak.runtime.fused_opt),
     by the member set that must be whole in HBM for it (the keys of EPILOGUES); torch-free."""
-    gemv = env_flag("DAK_HBM_GEMV", True)
+    gemv = gemv_enabled()
     opt = gemv and env_flag("DAK_FUSED_OPT", True)
     silu, relu, res, qscale = EPILOGUES
     return {silu: env_flag("DAK_GEMV_SILU", gemv), relu: opt, res: opt, qscale: opt and env_flag("DAK_OPT_QSCALE", True)}

@@ -36,7 +36,7 @@ import itertools
 from dataclasses import dataclass, replace
 
 from ..shares import (ONE_GEMV_LINK_SHARE, ONE_GEMV_SAVED_SHARE, ce_min_share, copy_wrap_enabled, copy_wrap_mode,
-                      env_flag, one_gemv_mode)
+                      gemv_enabled, one_gemv_mode)
 from .cost import op_time
 from .curves import MAX_DECODE_TOKENS, curve_for
 from .overhead import copied_ahead, fusion_overhead, split_overhead
@@ -144,7 +144,7 @@ def one_gemv_saving(ops, host_bytes, workload, profile) -> float:
     ONE_GEMV_SAVED_SHARE of the copy_op_overhead_s that split_overhead or curve_copy_overhead
     prices each of them (see dak.shares). 0 where the GEMV serves no such step: prefill, more
     than GEMV_MAX_TOKENS tokens, or $DAK_HBM_GEMV=0."""
-    if workload.phase != "decode" or workload.batch > GEMV_MAX_TOKENS or not env_flag("DAK_HBM_GEMV", True):
+    if workload.phase != "decode" or workload.batch > GEMV_MAX_TOKENS or not gemv_enabled():
         return 0.0
     return ONE_GEMV_SAVED_SHARE * sum(profile.copy_op_overhead_s for op, h in zip(ops, host_bytes)
                                       if uses_copy_engine(op, h))
