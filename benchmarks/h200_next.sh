@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh H92|H93 (calls already run: benchmarks/h200_past_calls.sh, same usage)
+#   bash benchmarks/h200_next.sh H92|H93|H94 (calls already run: benchmarks/h200_past_calls.sh, same usage)
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -54,7 +54,16 @@ H93) # (twenty-eighth session) $DAK_COPY_WRAP=plan (CPU-tested only): a plan tha
     ab 200 DAK_COPY_WRAP=plan e2e-h93 python3 -m dak bench e2e --models opt-6.7b,opt-30b,llama-2-7b --batch 8 \
         --ratios 1,2,5 --systems dak-consolidated
     ;;
+H94) # (twenty-ninth session, CPU) the h200-pcie-gemv preset (all-HBM decode linears at dak's GEMV rate, one layer
+    # overhead; benchmarks/fit_gemv_rate.py: 28 of 28 batch-8 rows predicted within 10% on the plans they ran) plans
+    # differently from h200-pcie in 5 rows: Llama-2-7B at 5/10%, OPT-6.7B at 5/10/20% (20%: a control). Both presets
+    # in one call; if the gemv preset's rows are no slower and within 10% of its predictions, make it the default
+    # (fold gemv_bandwidth and the layer overhead into h200-pcie) and merge these rows into e2e-h200.json
+    local_e2e="python3 -m dak bench e2e --models llama-2-7b,opt-6.7b --batch 8 --ratios 5,10,20 --systems dak-consolidated"
+    step 280 $local_e2e --hardware h200-pcie --out "$OUT/e2e-h94-preset.json"
+    step 280 $local_e2e --hardware h200-pcie-gemv --out "$OUT/e2e-h94-gemv.json"
+    ;;
 *)  . "$(dirname "$0")/h200_past_calls.sh"  # calls already run, kept to rerun or read
-    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H92|H93 (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
+    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H92|H93|H94 (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
 esac
 tail -c 3000 "$log"

@@ -82,6 +82,20 @@ def test_models_and_hardware(capsys, tmp_path):
     assert "on gh200" in capsys.readouterr().out
 
 
+def test_hardware_shows_the_fitted_costs_and_the_gemv_rate(capsys):
+    from dak.hardware import PRESETS
+    assert main(["hardware"]) == 0
+    lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()}
+    assert "decode GEMV at 4.19 TB/s" in lines["h200-pcie-gemv"] and "GEMV" not in lines["h200-pcie"]
+    assert main(["hardware", "h200-pcie"]) == 0
+    rows = dict(line.split(None, 1) for line in capsys.readouterr().out.splitlines())
+    p = PRESETS["h200-pcie"]
+    assert rows["layer_overhead_s"].strip() == f"{p.layer_overhead_s * 1e6:.1f} us"
+    assert rows["attention_host_excess"].strip() == f"{p.attention_host_excess:g}" and "gemv_bandwidth" not in rows
+    assert main(["hardware", "gh200"]) == 0
+    assert "layer_overhead_s" not in capsys.readouterr().out  # unset costs are not printed as zeros
+
+
 @pytest.mark.parametrize("args,message", [
     (["plan", "--model", "llama-2-7b", "--hbm-budget", "100MiB"], "below the minimum HBM-resident set"),
     (["plan", "--model", "gpt-5"], "unknown model 'gpt-5'"),

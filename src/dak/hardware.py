@@ -22,6 +22,9 @@ All bandwidths are in bytes/s, compute in FLOP/s, capacities in bytes.
   dimensionless): extra decode-step time per second of host-KV link time of split attention.
   Added to predictions of dak's own placements for operators without a measured curve (a
   curve already holds its operator's excess), never to the bound or the decisions.
+* ``gemv_bandwidth`` (optional, default 0 = ``hbm_bandwidth``): the HBM rate of dak's all-HBM
+  decode GEMV (dak.kernels.hbm_gemv), at which the planner prices decode linears held wholly in
+  HBM (dak.planner.cost.hbm_time); split operators and the bound keep ``hbm_bandwidth``.
 
 A profile written by ``dak calibrate`` (schema 2) also carries ``meta`` (GPU name, driver,
 library versions, date), measured per-shape time ``curves`` that the planner uses instead of
@@ -62,6 +65,7 @@ class HardwareProfile:
     inplace_op_overhead_s: float = 0.0
     copy_op_overhead_s: float = 0.0
     attention_host_excess: float = 0.0
+    gemv_bandwidth: float = 0.0
     meta: dict = field(default_factory=dict, hash=False)
     curves: tuple[Curve, ...] = ()
     windows: tuple[Window, ...] = ()
@@ -167,7 +171,7 @@ SCHEMA = 2
 _MEASURED = ("meta",) + tuple(SECTIONS)
 OPTIONAL = {"layer_overhead_s": 0.0, "fused_layer_overhead_s": 0.0, "unfused_op_overhead_s": 0.0, "inplace_op_overhead_s": 0.0,
             "copy_op_overhead_s": 0.0,
-            "attention_host_excess": 0.0}  # scalar fields a profile may leave out (their defaults)
+            "attention_host_excess": 0.0, "gemv_bandwidth": 0.0}  # scalar fields a profile may leave out (their defaults)
 
 
 def _field_names() -> list[str]:
@@ -216,6 +220,22 @@ PRESETS: dict[str, HardwareProfile] = {
         hbm_capacity=143771 * MIB, host_ram=128 * GIB, layer_overhead_s=16.9e-6, fused_layer_overhead_s=8.9e-6,
         unfused_op_overhead_s=5.2e-6, inplace_op_overhead_s=5.3e-6, copy_op_overhead_s=13.9e-6,
         attention_host_excess=0.53),
+    # The same machine with dak's all-HBM decode GEMV priced at its own rate (an alternative to
+    # the preset above, not yet the default: its consolidated plans differ in 5 of the 28 batch-8
+    # e2e rows, which must be measured first). gemv_bandwidth: the affine fit of the sixteenth
+    # session's GEMV sweep (sweep-gemv-{llama,opt}-s16-h200.json, heuristic launch, 19 matrices):
+    # 4.19 TB/s + 4.2 us a launch, within 0.87-1.05x of each; the launch cost goes to the layer
+    # overhead, one for every layer: the mean of (measured - operators) / layers of the four
+    # all-HBM batch-8 rows of e2e-h200.json (Llama-2-7B 22.2, Llama-3-8B 23.5, OPT-6.7B 25.2,
+    # OPT-30B 16.2 us) = 21.8 us. The 24 rows at x > 0, not fitted on, priced with the plans
+    # they ran: predicted within 10% 24 of 24, as are the 4 fitted (the preset above: 26 of 28,
+    # OPT-30B at 0/1% 1.13/1.10). benchmarks/fit_gemv_rate.py prints both.
+    "h200-pcie-gemv": HardwareProfile(
+        name="h200-pcie-gemv", hbm_bandwidth=3.7e12, host_bandwidth_ce=55.0e9,
+        host_bandwidth_sm=51.3e9, flops=788e12, sm_count=132, smem_per_sm=228 * KIB,
+        hbm_capacity=143771 * MIB, host_ram=128 * GIB, layer_overhead_s=21.8e-6,
+        unfused_op_overhead_s=5.2e-6, inplace_op_overhead_s=5.3e-6, copy_op_overhead_s=13.9e-6,
+        attention_host_excess=0.53, gemv_bandwidth=4.19e12),
     # GH200 datasheet: 96 GB HBM3 at 4.0 TB/s, 900 GB/s NVLink-C2C (both host paths).
     "gh200": HardwareProfile(
         name="gh200", hbm_bandwidth=4.0e12, host_bandwidth_ce=900e9,

@@ -92,8 +92,9 @@ def prefetch_placement(spec: ModelSpec, w: Workload, profile: HardwareProfile, b
 
 
 def roofline_bound(spec: ModelSpec, w: Workload, profile: HardwareProfile, budget: int) -> float:
-    """Best step time for this HBM budget: the greedy placement's sum of per-op roofline times."""
-    pl = plan(spec, w, profile.roofline_only(), budget, "greedy")
+    """Best step time for this HBM budget: the greedy placement's sum of per-op roofline times
+    (at hbm_bandwidth: a profile's gemv_bandwidth prices dak's plans, not the bound)."""
+    pl = plan(spec, w, dataclasses.replace(profile.roofline_only(), gemv_bandwidth=0.0), budget, "greedy")
     ops = list_operators(spec, w)
     return sum(roofline_time(op, p.ratio, profile) for op, p in zip(ops, pl.ops))
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from ..hardware import PRESETS, get_profile
+from ..hardware import OPTIONAL, PRESETS, get_profile
 from ..models import builtin_config, builtin_names, load_spec
 from ..units import format_bandwidth, format_bytes
 
@@ -40,9 +40,10 @@ def _param_count(s) -> int:
 def run_hardware(args) -> int:
     if args.name is None and args.save is None:
         for name, p in PRESETS.items():
+            gemv = f", decode GEMV at {format_bandwidth(p.gemv_bandwidth)}" if p.gemv_bandwidth else ""
             print(f"{name:<14} HBM {format_bytes(p.hbm_capacity):>11} at {format_bandwidth(p.hbm_bandwidth):>10}, "
                   f"host link {format_bandwidth(p.host_bandwidth_sm)} (SM) / {format_bandwidth(p.host_bandwidth_ce)} (CE), "
-                  f"{p.flops / 1e12:.0f} TFLOP/s")
+                  f"{p.flops / 1e12:.0f} TFLOP/s{gemv}")
         return 0
     prof = get_profile(args.name or "h200-pcie")
     if args.save:
@@ -57,6 +58,11 @@ def run_hardware(args) -> int:
                 ("flops", f"{prof.flops / 1e12:.1f} TFLOP/s"), ("sm_count", str(prof.sm_count)),
                 ("smem_per_sm", format_bytes(prof.smem_per_sm)), ("hbm_capacity", format_bytes(prof.hbm_capacity)),
                 ("host_ram", format_bytes(prof.host_ram))]
+        for f in OPTIONAL:  # the fitted costs and rates a profile states
+            v = getattr(prof, f)
+            if v:
+                rows.append((f, format_bandwidth(v) if f.endswith("bandwidth") else
+                             f"{v * 1e6:.1f} us" if f.endswith("_s") else f"{v:g}"))
         for k, v in rows:
             print(f"{k:<24} {v}")
     return 0

@@ -18,7 +18,13 @@ three segments, slopes -(D/C)/B_g, 0 and +(D/C)/B_h  (seconds per byte).
 
 When the profile carries a measured curve for the op's shape (``dak calibrate``), ``segments``
 use its convex envelope instead and ``op_time`` its measured points (see ``dak.planner.curves``);
-``roofline_time`` is always the formula above.
+``roofline_time`` is always the formula above (the bound's).
+
+A profile may also state ``gemv_bandwidth``: the HBM rate of dak's all-HBM decode GEMV
+(dak.kernels.hbm_gemv), which runs every decode linear held wholly in HBM at up to
+GEMV_MAX_TOKENS tokens. ``op_time`` prices such an operator at that rate (``hbm_time``); split
+operators keep ``hbm_bandwidth`` (their kernels and fitted excesses are the roofline's), and so
+does the bound.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..hardware import HardwareProfile
+from ..shares import gemv_enabled
 from .curves import curve_for, curve_pieces, envelope, interpolate, measured_time
 
 
@@ -42,11 +49,40 @@ def compute_time(flops: float, profile: HardwareProfile) -> float:
     return flops / profile.flops
 
 
+GEMV_MAX_TOKENS = 16  # mirrors dak.kernels.hbm_gemv.MAX_TOKENS: the decode batches the GEMV serves
+
+
+def runs_gemv(op, profile: HardwareProfile) -> bool:
+    """Whether an all-HBM `op` runs dak's decode GEMV at the profile's gemv_bandwidth: a linear
+    (not an embedding lookup) of 1..GEMV_MAX_TOKENS tokens, with the GEMV on ($DAK_HBM_GEMV) and
+    the profile stating the rate."""
+    if not profile.gemv_bandwidth or op.shape is None or op.kind == "attention" or op.kind.startswith("embed"):
+        return False
+    out_f, in_f = op.shape
+    tokens = op.flops / (2.0 * out_f * in_f) if out_f and in_f else 0.0
+    return 0 < tokens <= GEMV_MAX_TOKENS and gemv_enabled()
+
+
+def hbm_time(op, profile: HardwareProfile, gemv: bool = True) -> float:
+    """Seconds for `op` all in HBM: its measured point at x = 0 where a curve has one, else the
+    roofline at the decode GEMV's rate (`runs_gemv`; `gemv` False: at hbm_bandwidth, as cuBLAS
+    multiplies a copy-engine operator's HBM rows)."""
+    curve = curve_for(op, profile)
+    if curve is not None:
+        return measured_time(curve, 0.0)
+    if gemv and runs_gemv(op, profile):
+        return max(op.flops / profile.flops, op.traffic / profile.gemv_bandwidth)
+    return roofline_time(op, 0.0, profile)
+
+
 def op_time(op, x: float, profile: HardwareProfile) -> float:
-    """T(x) in seconds for an op, host fraction x: its measured points, else the roofline."""
+    """T(x) in seconds for an op, host fraction x: its measured points, else the roofline (all in
+    HBM: `hbm_time`)."""
     curve = curve_for(op, profile)
     if curve is not None:
         return measured_time(curve, x)
+    if x <= 0:
+        return hbm_time(op, profile)
     return roofline_time(op, x, profile)
 
 

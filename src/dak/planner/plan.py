@@ -31,6 +31,7 @@ when the profile has a curve for at least one op, else ``roofline``.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from ..hardware import HardwareProfile
@@ -42,7 +43,7 @@ from .cost import op_time
 from .consolidate import consolidate
 from .curves import coverage
 from .greedy import round_to_units, solve_continuous
-from .overhead import fusion_overhead, split_overhead, step_overhead
+from .overhead import fusion_overhead, step_overhead
 from .placement import OpPlacement, Placement
 from .stream import chain_predict, chained, staging_for, streamed
 
@@ -112,6 +113,8 @@ def plan(spec: ModelSpec, workload: Workload, profile: HardwareProfile, hbm_budg
                          f"{format_bytes(profile.hbm_capacity)}; lower --hbm-budget")
     ops = list_operators(spec, workload, tile_rows) if ops is None else list(ops)
     profile, model_used, measured = resolve_cost_model(ops, profile, cost_model)
+    if workload.phase != "decode" and profile.gemv_bandwidth:  # the GEMV serves decode steps (cost.runs_gemv)
+        profile = dataclasses.replace(profile, gemv_bandwidth=0.0)
     if not fused and policy != "prefetch":  # members then run alone: their own shapes' curves
         profile = profile.without_fused_curves()
     mins = minimum_hbm_set(spec, workload, reserve)

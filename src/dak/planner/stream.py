@@ -37,7 +37,7 @@ from dataclasses import dataclass, replace
 
 from ..shares import (ONE_GEMV_LINK_SHARE, ONE_GEMV_SAVED_SHARE, ce_min_share, copy_wrap_enabled, copy_wrap_mode,
                       gemv_enabled, one_gemv_mode)
-from .cost import op_time
+from .cost import GEMV_MAX_TOKENS, hbm_time, op_time, runs_gemv  # noqa: F401 -- GEMV_MAX_TOKENS re-exported
 from .curves import MAX_DECODE_TOKENS, curve_for
 from .overhead import copied_ahead, fusion_overhead, split_overhead
 
@@ -60,9 +60,6 @@ class ChainTime:
     link_s: float                 # L in the module doc
     first_s: float = 0.0          # the step's first copy, which the compute side waits for
     one_gemv: bool = False        # copy-engine linears run as one GEMV once staged (see `chained`)
-
-
-GEMV_MAX_TOKENS = 16  # mirrors dak.kernels.hbm_gemv.MAX_TOKENS: the decode batches the GEMV serves
 
 
 def uses_copy_engine(op, host: int, many: bool = False) -> bool:
@@ -95,8 +92,7 @@ def chain_time(ops, host_bytes, profile, many: bool = False, kv_ahead: bool = Fa
             times.append(op_time(op, 0.0, profile))
             link += x * op.traffic / profile.host_bandwidth_ce + profile.copy_op_overhead_s
         elif ce:
-            # its HBM rows, pro rata of its all-HBM time (a calibrated curve's, else the roofline's)
-            times.append(max(op.flops / profile.flops, (1.0 - x) * op_time(op, 0.0, profile)))
+            times.append(ce_local_time(op, x, profile))
             copy = x * op.traffic / profile.host_bandwidth_ce
             link += copy + profile.copy_op_overhead_s
             first = copy if first is None else first
@@ -107,6 +103,12 @@ def chain_time(ops, host_bytes, profile, many: bool = False, kv_ahead: bool = Fa
     if copy_wrap_enabled():  # the first copy rides the previous step's tail (dak.kernels.copy_ahead)
         first = None
     return ChainTime(tuple(times), tuple(flags), link + (first or 0.0), first or 0.0)
+
+
+def ce_local_time(op, x: float, profile) -> float:
+    """A copy-engine linear's local time: its HBM rows, pro rata of its all-HBM time (a calibrated
+    curve's, else the roofline's at hbm_bandwidth: cuBLAS multiplies them, not the GEMV)."""
+    return max(op.flops / profile.flops, (1.0 - x) * hbm_time(op, profile, gemv=False))
 
 
 STAGED_PARTS = 3  # two copy-ahead slots, and prefill stages the largest host part whole
@@ -142,12 +144,18 @@ def chained(ops, host_bytes, workload, profile, fused: bool, kv_ahead: bool = Fa
 def one_gemv_saving(ops, host_bytes, workload, profile) -> float:
     """Compute-side time the copy-engine linears of a decode step stop paying as one GEMV each:
     ONE_GEMV_SAVED_SHARE of the copy_op_overhead_s that split_overhead or curve_copy_overhead
-    prices each of them (see dak.shares). 0 where the GEMV serves no such step: prefill, more
-    than GEMV_MAX_TOKENS tokens, or $DAK_HBM_GEMV=0."""
+    prices each of them (see dak.shares), and where the profile states a gemv_bandwidth, what
+    reading all its rows at that rate saves against ce_local_time. 0 where the GEMV serves no
+    such step: prefill, more than GEMV_MAX_TOKENS tokens, or $DAK_HBM_GEMV=0."""
     if workload.phase != "decode" or workload.batch > GEMV_MAX_TOKENS or not gemv_enabled():
         return 0.0
-    return ONE_GEMV_SAVED_SHARE * sum(profile.copy_op_overhead_s for op, h in zip(ops, host_bytes)
-                                      if uses_copy_engine(op, h))
+    total = 0.0
+    for op, h in zip(ops, host_bytes):
+        if uses_copy_engine(op, h):
+            total += ONE_GEMV_SAVED_SHARE * profile.copy_op_overhead_s
+            if curve_for(op, profile) is None and runs_gemv(op, profile):
+                total += max(0.0, ce_local_time(op, h / op.bytes, profile) - hbm_time(op, profile))
+    return total
 
 
 def curve_copy_overhead(ops, host_bytes, profile, many: bool = False) -> float:
