@@ -10,7 +10,7 @@ if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 from dak.cli.main import main  # noqa: E402
-from test_runtime import _hf_model  # noqa: E402
+from runtime_checks import hf_model as _hf_model  # noqa: E402
 
 
 @pytest.fixture(scope="module")

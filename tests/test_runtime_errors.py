@@ -131,7 +131,7 @@ def test_bad_arguments():
         dak.offload("tiny-llama", batch=1, max_len=8, strict_budget=True, host_ratio=0.5)
     with pytest.raises(ValueError, match="HF causal LM with a .config"):
         dak.offload(torch.nn.Linear(3, 3), batch=1, max_len=8)
-    from test_runtime import _hf_model
+    from runtime_checks import hf_model as _hf_model
     from transformers import AutoModelForCausalLM
     with torch.device("meta"):
         empty = AutoModelForCausalLM.from_config(_hf_model("tiny-llama").config)
@@ -237,7 +237,7 @@ def test_a_failed_checkpoint_load_leaves_no_host_buffers(tmp_path):
     from safetensors.torch import load_file, save_file
 
     from dak.host import PinnedBuffer
-    from test_runtime import _hf_model
+    from runtime_checks import hf_model as _hf_model
 
     def live():
         gc.collect()
@@ -293,7 +293,7 @@ def test_a_quantized_checkpoint_is_refused(tmp_path):
     """An int8 tensor under a weight's name (as int8 checkpoints store them) is refused, not cast."""
     from safetensors.torch import load_file, save_file
 
-    from test_runtime import _hf_model
+    from runtime_checks import hf_model as _hf_model
     _hf_model("tiny-llama").save_pretrained(tmp_path)
     tensors = load_file(tmp_path / "model.safetensors")
     key = "model.layers.0.mlp.up_proj.weight"

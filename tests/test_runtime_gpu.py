@@ -8,7 +8,7 @@ import torch
 import dak
 from dak.host import pinned_bytes
 from dak.runtime.engine import Engine, Sampling
-from test_runtime import PROMPT, _check_tokens, _hf_model
+from runtime_checks import PROMPT, check_tokens as _check_tokens, hf_model as _hf_model
 from test_state_dict import _perturbed
 
 pytestmark = pytest.mark.gpu

@@ -13,7 +13,7 @@ import dak  # noqa: E402
 from dak.nn import SplitLinear  # noqa: E402
 from dak.nn.fused_proj import ProjectionGroup  # noqa: E402
 from dak.runtime.embedding import SplitEmbedding  # noqa: E402
-from test_runtime import _hf_model  # noqa: E402
+from runtime_checks import hf_model as _hf_model  # noqa: E402
 
 TOL = {torch.bfloat16: 1e-2, torch.float16: 2e-3}
 
