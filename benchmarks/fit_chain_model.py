@@ -21,8 +21,9 @@ import json
 from dak.hardware import get_profile
 from dak.models import Workload, list_operators, load_spec
 from dak.planner import plan
-from dak.planner.overhead import fusion_overhead, split_overhead, step_overhead
-from dak.planner.stream import chain_time, many_tokens
+from dak.defaults import DEFAULT_KV_AHEAD
+from dak.planner.overhead import step_overhead
+from dak.planner.stream import chained
 
 
 def rows_of(paths, profile):
@@ -45,12 +46,14 @@ def rows_of(paths, profile):
 
 
 def predict(p, spec, w, ops, host, fused, compute_ce, link_ce, norm):
-    """The chain model with the copy-engine operator's cost split into its two sides."""
-    many = many_tokens(w)
-    ct = chain_time(ops, host, p, many)
+    """The planner's chain model (dak.planner.stream.chained: local times, the step's small kernels,
+    split-operator and fusion overheads, the first copy, one GEMV once staged where it decides so)
+    with the copy-engine operator's start-up split into its two sides and the p-norm `norm`; at
+    the profile's own copy_op_overhead_s on both sides and CONTENTION_NORM it is the planner's."""
+    base = step_overhead(spec, w, p)
+    ct, extra = chained(ops, host, w, p, fused, kv_ahead=DEFAULT_KV_AHEAD, base=base)
     n_ce = sum(ct.copy_engine)
-    a = (sum(ct.times) + step_overhead(spec, w, p) + split_overhead(ops, host, w, p, many)
-         + fusion_overhead(ops, host, w, p, fused) + n_ce * (compute_ce - p.copy_op_overhead_s))
+    a = sum(ct.times) + base + extra + n_ce * (compute_ce - p.copy_op_overhead_s)
     link = ct.link_s + n_ce * (link_ce - p.copy_op_overhead_s)
     return (a ** norm + link ** norm) ** (1 / norm) if link > 0 else a
 
