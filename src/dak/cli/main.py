@@ -2,7 +2,8 @@
 
 Each subcommand module provides ``add_parser(subparsers)`` (which sets
 ``func=run`` on its parser) and ``run(args) -> int``.  Any ``ValueError``
-raised from bad input becomes ``dak: error: ...`` on stderr with exit code 2.
+raised from bad input becomes ``dak: error: ...`` on stderr with exit code 2, and so does a $DAK_*
+switch set to a value it does not accept (dak.switches; a name dak does not read is a warning).
 """
 
 from __future__ import annotations
@@ -10,9 +11,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import bench, calibrate, generate, info, plan
+from . import bench, calibrate, env, generate, info, plan
 
-SUBCOMMANDS = (plan, generate, calibrate, bench, info)
+SUBCOMMANDS = (plan, generate, calibrate, bench, info, env)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -32,6 +33,14 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return 2
+    if getattr(args, "checks_env", True):  # `dak env` reports them itself
+        from ..switches import check_environment
+        warnings, errors = check_environment()
+        for line in warnings:
+            print(f"dak: warning: {line}", file=sys.stderr)
+        if errors:
+            print("dak: error: " + "; ".join(errors), file=sys.stderr)
+            return 2
     try:
         return int(args.func(args) or 0)
     except ValueError as e:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import types
+import warnings
 
 import torch
 from torch import nn
@@ -29,6 +30,7 @@ from dak.runtime.kv import ATTN_NAME, DakKV, register
 from dak.runtime.memory import (check_memory, kv_host_bytes_for, kv_staging_bytes_for,  # noqa: F401
                                 staging_beyond, staging_bytes_for, within_budget)
 from dak.runtime_env import kernel_device
+from dak.switches import check_environment
 from dak.units import parse_size
 
 DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16"}
@@ -97,6 +99,11 @@ def offload(model: str | nn.Module, *, hbm_budget=None, hardware: str | Hardware
     otherwise comes on top of it (`dak plan` shows how much)."""
     if progress not in (None, True, False):
         raise ValueError(f"progress must be True, False or None (on a terminal only), got {progress!r}")
+    env_warnings, env_errors = check_environment()  # before anything is built (dak.switches)
+    if env_errors:
+        raise ValueError("; ".join(env_errors))
+    for line in env_warnings:
+        warnings.warn(line, stacklevel=2)
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be torch.bfloat16 or torch.float16, got {dtype}")
     profile = hardware if isinstance(hardware, HardwareProfile) else get_profile(hardware)

@@ -1,0 +1,112 @@
+"""Every $DAK_* environment variable dak reads: its default, what it accepts and what it does.
+
+The defaults were chosen by same-call A/Bs on the H200 (docs/HISTORY.md); the variables turn
+them off, force a plan's choice, or run an experiment. Each reader lives where the value is used
+(mostly dak.shares); this table is what `dak env` prints and what `check_environment` checks a
+process's environment against, so a misspelt name (which dak would silently ignore) or a bad value
+(which would raise only when first read, perhaps mid-run) is caught up front. Torch-free.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from dataclasses import dataclass
+
+ONOFF = ("0", "1")
+
+
+@dataclass(frozen=True)
+class Switch:
+    name: str
+    default: str          # what unset means
+    accepts: object       # a tuple of the accepted strings, (lo, hi) for a number, or None (any text)
+    group: str            # 'default' (on unless 0), 'plan' (unset: the planner or token count decides),
+                          # 'experiment' (off or a measured setting; for A/Bs), 'setting' (paths, bookkeeping)
+    what: str
+
+
+def _s(name, default, accepts, group, what):
+    return Switch(name, default, accepts, group, what)
+
+
+SWITCHES: tuple[Switch, ...] = (
+    _s("DAK_HBM_GEMV", "1", ONOFF, "default", "dak's Triton GEMV for decode linears wholly in HBM (1-16 tokens); 0: cuBLAS"),
+    _s("DAK_GEMV_SILU", "as DAK_HBM_GEMV", ONOFF, "default", "SiLU(gate) * up in the fused gate/up GEMV's epilogue"),
+    _s("DAK_FUSED_LAYER", "1", ONOFF, "default", "Llama-family layers fused: add + RMSNorm, SiLU * up"),
+    _s("DAK_DEFER_RESIDUAL", "1", ONOFF, "default", "a fused layer's MLP residual add rides the next add + RMSNorm"),
+    _s("DAK_ROTARY_KV", "1", ONOFF, "default", "q/k rotary inside the KV append's launch"),
+    _s("DAK_ROTARY_ONE_LAUNCH", "1", ONOFF, "default", "q and k rotated by one launch"),
+    _s("DAK_FUSED_OPT", "1", ONOFF, "default", "OPT layers: add + LayerNorm in one launch, ReLU and residual in the fc1/fc2 GEMVs"),
+    _s("DAK_OPT_QSCALE", "1", ONOFF, "default", "OPT's q scaling in the fused q/k/v GEMV's epilogue"),
+    _s("DAK_INPLACE_TILES", "1", ONOFF, "default", "32-row tiles for thin in-place host shares at 1-16 tokens (matrices >= 7168 rows)"),
+    _s("DAK_CE_HBM_CUBLAS", "1", ONOFF, "default", "a copy-engine operator's HBM rows by cuBLAS (0: the split kernel)"),
+    _s("DAK_ATTENTION_CE_FORK", "1", ONOFF, "default", "the standalone copy-engine attention forks its staged part"),
+    _s("DAK_PREFILL_GRAPHS", "1", ONOFF, "default", "prefill captured per prompt-length bucket (0: eager)"),
+    _s("DAK_PREFILL_CHAIN", "1", ONOFF, "default", "a captured prefill chains its copy-engine operators' copies"),
+    _s("DAK_GRAPHS", "1", ONOFF, "default", "decode steps replay a CUDA graph (0: eager, for diagnosis)"),
+    _s("DAK_CE_ONE_GEMV", "the plan (Placement.one_gemv)", ONOFF, "plan",
+       "1/0 force a chained copy-engine linear's staged and HBM rows into one GEMV once its copies land"),
+    _s("DAK_HBM_FORK", "on at 17-64 tokens", ONOFF, "plan",
+       "1/0 force the HBM rows of untuned split configs onto dak's GEMV beside the host kernel"),
+    _s("DAK_COPY_WRAP", "0", ("0", "1", "plan"), "plan",
+       "the copy-ahead chain's last copy refills its first slot for the next step (1: every chain; plan: one-GEMV plans)"),
+    _s("DAK_CE_GEMV", "0", ONOFF, "experiment", "a copy-engine operator's decode GEMMs on dak's GEMV"),
+    _s("DAK_SPLIT_GEMV_TILES", "0", ONOFF, "experiment", "the GEMV's tiles for in-place split configs' HBM rows"),
+    _s("DAK_CE_FORK", "0", ONOFF, "experiment", "copy-engine operators fork their staged part onto a side stream"),
+    _s("DAK_KV_AHEAD_FORK", "0", ONOFF, "experiment", "the copied-ahead attention forks its staged part"),
+    _s("DAK_CHAIN_ONE_CHUNK", "0", ONOFF, "experiment", "a chained large-N operator's copies in one memcpy"),
+    _s("DAK_KV_PAIR_COPY", "0", ONOFF, "experiment", "a layer's host K and V copied as one pair"),
+    _s("DAK_RESIDUAL_ADDMM", "0", ONOFF, "experiment", "a fused layer adds the residual inside an all-HBM down_proj's cuBLAS call (addmm)"),
+    _s("DAK_ROOFLINE_KV_AHEAD", "0", ONOFF, "experiment", "the planner prices uncalibrated host K/V as copied ahead"),
+    _s("DAK_CE_MIN_SHARE", "0.02", (0.0, 1.0), "experiment", "host share above which untuned decode configs use the copy engine"),
+    _s("DAK_CE_CHUNKS", "1", (1, 64), "experiment", "copy-engine chunks per operator in untuned decode configs"),
+    _s("DAK_COPY_STREAMS", "1", (1, 2), "experiment", "copy streams of the copy-ahead chain"),
+    _s("DAK_COPY_SLOTS", "2", (2, 8), "experiment", "staging slots of the copy-ahead chain"),
+    _s("DAK_COPY_GROUP_MIB", "0", (0, 4096), "experiment", "copy-ahead copies grouped up to this many MiB (0: off)"),
+    _s("DAK_KV_COPY_STREAM", "own", ("own", "shared"), "experiment", "host K/V copies on their own stream or the linears' copy stream"),
+    _s("DAK_PIN_METHOD", "alloc", ("alloc", "alloc-wc", "register", "thp"), "experiment",
+       "how pinned host memory is made (cudaHostAlloc, write-combined, cudaHostRegister, huge pages)"),
+    _s("DAK_CACHE_DIR", "~/.cache/dak", None, "setting", "where tuning caches and built helpers are kept"),
+    _s("DAK_PROFILE", "unset", None, "setting", "a calibrated profile .json whose congestion windows the tuner starts from"),
+    _s("DAK_NVCC", "nvcc on PATH", None, "setting", "nvcc for the CUDA multicast host kernel"),
+    _s("DAK_GIT_SHA", "git rev-parse", None, "setting", "the sha benchmark JSONs record (a copied tree's .git may be stale)"),
+)
+
+BY_NAME = {s.name: s for s in SWITCHES}
+
+
+def bad_value(switch: Switch, raw: str) -> str | None:
+    """Why `raw` is not a value `switch` accepts, or None."""
+    acc = switch.accepts
+    if acc is None:
+        return None
+    if isinstance(acc[0], str):
+        return None if raw in acc else f"must be one of {', '.join(acc)}"
+    lo, hi = acc
+    try:  # as the readers parse them (dak.shares: float() for a share, digits only for a count)
+        v = float(raw) if isinstance(lo, float) else int(raw) if raw.isdigit() else None
+    except ValueError:
+        v = None
+    if v is None or not lo <= v <= hi:
+        kind = "a number" if isinstance(lo, float) else "an integer"
+        return f"must be {kind} in [{lo}, {hi}]"
+    return None
+
+
+def check_environment(environ=None) -> tuple[list[str], list[str]]:
+    """(warnings, errors) for the $DAK_* variables set: a name dak does not read (with the
+    nearest known one) is a warning, a value its switch does not accept an error."""
+    environ = os.environ if environ is None else environ
+    warnings, errors = [], []
+    for name in sorted(k for k in environ if k.startswith("DAK_")):
+        switch = BY_NAME.get(name)
+        if switch is None:
+            near = difflib.get_close_matches(name, BY_NAME, n=1)
+            hint = f" (did you mean {near[0]}?)" if near else ""
+            warnings.append(f"{name} is not a dak switch{hint}; it has no effect (`dak env` lists them)")
+            continue
+        why = bad_value(switch, environ[name])
+        if why:
+            errors.append(f"{name}={environ[name]!r}: {why} ({switch.what}; unset: {switch.default})")
+    return warnings, errors

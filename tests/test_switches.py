@@ -1,0 +1,98 @@
+"""dak.switches: the table of $DAK_* variables is complete and true, and bad settings are caught up front."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+from dak.cli.main import main
+from dak.switches import BY_NAME, SWITCHES, bad_value, check_environment
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "dak"
+
+
+def _sources():
+    return {p: p.read_text() for p in SRC.rglob("*.py") if p.name != "switches.py"}
+
+
+def test_every_variable_dak_reads_is_in_the_table_and_nothing_else():
+    read = set()
+    for text in _sources().values():
+        read.update(re.findall(r'"(DAK_[A-Z0-9_]+)"', text))
+    assert read == set(BY_NAME), (sorted(read - set(BY_NAME)), sorted(set(BY_NAME) - read))
+    assert len(BY_NAME) == len(SWITCHES)
+
+
+def test_on_off_defaults_match_their_readers():
+    """Each env_flag("DAK_X", True/False) in the code has the table's default 1/0 (or a reader
+    whose default follows another switch or the plan, which the table says in words)."""
+    found = 0
+    for path, text in _sources().items():
+        for name, default in re.findall(r'env_flag\("(DAK_[A-Z0-9_]+)", (True|False|\w+)\)', text):
+            s = BY_NAME[name]
+            if default in ("True", "False"):
+                found += 1
+                if s.group == "plan":  # tri-state: env_flag only reads a value that is set
+                    continue
+                assert s.default == ("1" if default == "True" else "0"), (path.name, name)
+            else:
+                assert s.default not in ("0", "1"), (path.name, name, default)  # e.g. DAK_GEMV_SILU
+    assert found >= 20
+
+
+@pytest.mark.parametrize("name,raw,ok", [
+    ("DAK_HBM_GEMV", "0", True), ("DAK_HBM_GEMV", "true", False), ("DAK_COPY_WRAP", "plan", True),
+    ("DAK_COPY_WRAP", "2", False), ("DAK_CE_MIN_SHARE", "0.05", True), ("DAK_CE_MIN_SHARE", "1.5", False),
+    ("DAK_CE_MIN_SHARE", "nan", False), ("DAK_CE_CHUNKS", "64", True), ("DAK_CE_CHUNKS", "+3", False),
+    ("DAK_CE_CHUNKS", "65", False), ("DAK_COPY_SLOTS", "1", False), ("DAK_PIN_METHOD", "thp", True),
+    ("DAK_PIN_METHOD", "mmap", False), ("DAK_CACHE_DIR", "/any/where", True),
+])
+def test_values_are_checked_as_their_readers_check_them(name, raw, ok, monkeypatch):
+    """The table accepts exactly what the reader accepts: a value it refuses makes the reader raise."""
+    assert (bad_value(BY_NAME[name], raw) is None) == ok
+    readers = {"DAK_HBM_GEMV": "gemv_enabled", "DAK_COPY_WRAP": "copy_wrap_mode", "DAK_CE_MIN_SHARE": "ce_min_share",
+               "DAK_CE_CHUNKS": "ce_chunks_default", "DAK_COPY_SLOTS": "copy_slot_count"}
+    if name in readers:
+        import dak.shares as sh
+        monkeypatch.setenv(name, raw)
+        if ok:
+            getattr(sh, readers[name])()
+        else:
+            with pytest.raises(ValueError, match=name):
+                getattr(sh, readers[name])()
+
+
+def test_check_environment_warns_on_unknown_names_and_refuses_bad_values():
+    warnings, errors = check_environment({"DAK_HBM_GEM": "0", "DAK_COPY_WRAP": "yes", "DAK_GRAPHS": "0",
+                                          "PATH": "/bin", "DAK_ZZZ_QQQ": "1"})
+    assert len(warnings) == 2 and "did you mean DAK_HBM_GEMV?" in warnings[0] and "DAK_ZZZ_QQQ" in warnings[1]
+    assert "did you mean" not in warnings[1]
+    assert len(errors) == 1 and errors[0].startswith("DAK_COPY_WRAP='yes': must be one of 0, 1, plan")
+    assert check_environment({"DAK_GRAPHS": "0", "HOME": "/root"}) == ([], [])
+
+
+def test_dak_env_lists_every_switch_and_the_cli_checks_first(monkeypatch, capsys):
+    for s in SWITCHES:
+        monkeypatch.delenv(s.name, raising=False)
+    assert main(["env"]) == 0
+    out = capsys.readouterr().out
+    assert all(s.name in out for s in SWITCHES)
+    monkeypatch.setenv("DAK_HBM_GEMV", "0")
+    assert main(["env", "--set"]) == 0
+    out = capsys.readouterr().out
+    assert "DAK_HBM_GEMV" in out and "set '0'" in out and "DAK_GRAPHS" not in out
+    monkeypatch.setenv("DAK_HBM_GEM", "1")  # a typo: every command warns, and still runs
+    assert main(["models"]) == 0
+    assert "did you mean DAK_HBM_GEMV?" in capsys.readouterr().err
+    monkeypatch.setenv("DAK_COPY_SLOTS", "9")  # a bad value: refused before the command runs
+    assert main(["plan", "--model", "tiny-llama"]) == 2
+    captured = capsys.readouterr()
+    assert "DAK_COPY_SLOTS='9': must be an integer in [2, 8]" in captured.err and captured.out == ""
+    assert main(["env"]) == 2
+
+
+def test_offload_refuses_a_bad_switch_before_building(monkeypatch):
+    import dak  # (dak.host reads DAK_PIN_METHOD when first imported: import before setting it)
+    monkeypatch.setenv("DAK_PIN_METHOD", "mmap")
+    with pytest.raises(ValueError, match="DAK_PIN_METHOD='mmap': must be one of alloc"):
+        dak.offload("tiny-llama", batch=1, max_len=8)
