@@ -59,9 +59,12 @@ H94) # (twenty-ninth session, CPU) the h200-pcie-gemv preset (all-HBM decode lin
     # differently from h200-pcie in 5 rows: Llama-2-7B at 5/10%, OPT-6.7B at 5/10/20% (20%: a control). Both presets
     # in one call; if the gemv preset's rows are no slower and within 10% of its predictions, make it the default
     # (fold gemv_bandwidth and the layer overhead into h200-pcie) and merge these rows into e2e-h200.json
+    # (dry run: 6 cases, about 0.5 min of GPU time each way), alternated twice against the calls' drift
     local_e2e="python3 -m dak bench e2e --models llama-2-7b,opt-6.7b --batch 8 --ratios 5,10,20 --systems dak-consolidated"
-    step 280 $local_e2e --hardware h200-pcie --out "$OUT/e2e-h94-preset.json"
-    step 280 $local_e2e --hardware h200-pcie-gemv --out "$OUT/e2e-h94-gemv.json"
+    for run in 1 2; do
+        step 140 $local_e2e --hardware h200-pcie --out "$OUT/e2e-h94-preset-$run.json"
+        step 140 $local_e2e --hardware h200-pcie-gemv --out "$OUT/e2e-h94-gemv-$run.json"
+    done
     ;;
 *)  . "$(dirname "$0")/h200_past_calls.sh"  # calls already run, kept to rerun or read
     past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H92|H93|H94 (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
