@@ -19,7 +19,7 @@ overhead, which this script refits.
    for both, and whether the candidate would plan it differently.
 
     PYTHONPATH=src python3 benchmarks/fit_gemv_rate.py [--results benchmarks/results/e2e-h200.json]
-        [--systems dak-consolidated] [--out candidate.json]
+        [--systems dak-consolidated] [--out candidate.json] [--leave-one-out] [--json fit.json]
 
 Nothing here changes a default: `--out` writes the candidate profile, which `dak plan` and `dak
 bench e2e --hardware` take (the e2e rows must be re-measured on it before it replaces the preset).
@@ -92,6 +92,19 @@ def layer_residuals(rows, profile) -> list[float]:
     return out
 
 
+def leave_one_model_out(rows, base, cand, res) -> list[str]:
+    """Each model's rows priced with the layer overhead fitted on the other models' x = 0 rows."""
+    out = []
+    for held in sorted({m for m, _ in res}):
+        v = float(np.mean([x for m, x in res if m != held]))
+        c = dataclasses.replace(cand, layer_overhead_s=v, fused_layer_overhead_s=0.0)
+        errs = [priced(r, base, c)[1] / r["tpot_s"] for r in rows if r["model"] == held]
+        ok = sum(abs(e - 1) <= 0.1 for e in errs)
+        out.append(f"{held}: overhead {v * 1e6:.1f} us from the others, predicted/measured {min(errs):.2f}-"
+                   f"{max(errs):.2f}, within 10% {ok} of {len(errs)}")
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--results", default="benchmarks/results/e2e-h200.json", help="dak bench e2e JSONs, comma-separated")
@@ -102,6 +115,8 @@ def main() -> None:
     ap.add_argument("--layer-overhead", type=float, default=None, help="seconds (default: the x = 0 rows' mean)")
     ap.add_argument("--out", default=None, help="write the candidate profile here")
     ap.add_argument("--json", default=None, help="write the fit and every row's figures here")
+    ap.add_argument("--leave-one-out", action="store_true",
+                    help="also price each model with the layer overhead fitted on the other models")
     a = ap.parse_args()
     base = get_profile(a.hardware)
     rows = rows_of(a.results.split(","), set(a.systems.split(",")))
@@ -140,6 +155,9 @@ def main() -> None:
                        "run_host_bytes_match": same == "same", "preset_over_measured": e0,
                        "candidate_over_measured": e1, "candidate_plan": mine})
     print(f"within 10%: preset {within['preset']} of {len(rows)}, candidate {within['cand']} of {len(rows)}")
+    loo = leave_one_model_out(rows, base, cand, res) if a.leave_one_out and len(res) > 1 else []
+    for line in loo:
+        print("leave one model out: " + line)
     if a.out:
         cand.to_json(a.out)
         print(f"wrote {a.out}")
@@ -148,7 +166,8 @@ def main() -> None:
                 "results": a.results, "systems": a.systems, "hardware": a.hardware}
         with open(a.json, "w") as fh:
             json.dump({"meta": meta, "gemv_bandwidth": rate, "layer_overhead_s": per_layer,
-                       "layer_residuals_s": dict(res), "within_10pct": within, "rows": report}, fh, indent=1)
+                       "layer_residuals_s": dict(res), "within_10pct": within, "leave_one_model_out": loo,
+                       "rows": report}, fh, indent=1)
             fh.write("\n")
         print(f"wrote {a.json}")
 
