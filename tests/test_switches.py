@@ -69,6 +69,9 @@ def test_check_environment_warns_on_unknown_names_and_refuses_bad_values():
     assert "did you mean" not in warnings[1]
     assert len(errors) == 1 and errors[0].startswith("DAK_COPY_WRAP='yes': must be one of 0, 1, plan")
     assert check_environment({"DAK_GRAPHS": "0", "HOME": "/root"}) == ([], [])
+    _, errors = check_environment({"DAK_GEMV_SILU": "1", "DAK_HBM_GEMV": "0"})  # the reader refuses it too
+    assert len(errors) == 1 and "unset one of them" in errors[0]
+    assert check_environment({"DAK_GEMV_SILU": "0", "DAK_HBM_GEMV": "0"}) == ([], [])
 
 
 def test_dak_env_lists_every_switch_and_the_cli_checks_first(monkeypatch, capsys):

@@ -96,7 +96,8 @@ def bad_value(switch: Switch, raw: str) -> str | None:
 
 def check_environment(environ=None) -> tuple[list[str], list[str]]:
     """(warnings, errors) for the $DAK_* variables set: a name dak does not read (with the
-    nearest known one) is a warning, a value its switch does not accept an error."""
+    nearest known one) is a warning; a value its switch does not accept, or switches that
+    contradict each other, an error."""
     environ = os.environ if environ is None else environ
     warnings, errors = [], []
     for name in sorted(k for k in environ if k.startswith("DAK_")):
@@ -109,4 +110,7 @@ def check_environment(environ=None) -> tuple[list[str], list[str]]:
         why = bad_value(switch, environ[name])
         if why:
             errors.append(f"{name}={environ[name]!r}: {why} ({switch.what}; unset: {switch.default})")
+    if environ.get("DAK_GEMV_SILU") == "1" and environ.get("DAK_HBM_GEMV") == "0":  # as hbm_gemv.gemv_silu_enabled
+        errors.append("DAK_GEMV_SILU=1 fuses SiLU * up into dak's GEMV, which DAK_HBM_GEMV=0 turns off: "
+                      "unset one of them")
     return warnings, errors
