@@ -118,13 +118,21 @@ def main() -> None:
     ap.add_argument("--leave-one-out", action="store_true",
                     help="also price each model with the layer overhead fitted on the other models")
     a = ap.parse_args()
-    base = get_profile(a.hardware)
-    rows = rows_of(a.results.split(","), set(a.systems.split(",")))
+    for name in ("gemv_bandwidth", "layer_overhead"):
+        v = getattr(a, name)
+        if v is not None and not (v > 0 and v != float("inf")):
+            ap.error(f"--{name.replace('_', '-')} must be a positive number, got {v}")
+    try:
+        base = get_profile(a.hardware)
+        rows = rows_of(a.results.split(","), set(a.systems.split(",")))
+        fitted = gemv_rate(a.sweeps.split(",")) if a.gemv_bandwidth is None else None
+    except (OSError, ValueError, KeyError) as e:  # a missing or malformed JSON, an unknown profile
+        ap.error(f"{type(e).__name__}: {e}")
     if not rows:
         ap.error(f"no {a.systems} rows at batch <= 16 in {a.results}")
     rate = a.gemv_bandwidth
     if rate is None:
-        rate, c, lo, hi = gemv_rate(a.sweeps.split(","))
+        rate, c, lo, hi = fitted
         print(f"GEMV sweeps: {rate / 1e12:.3f} TB/s + {c * 1e6:.2f} us a launch (fit / measured {lo:.2f}-{hi:.2f})")
     cand = dataclasses.replace(base, name=f"{base.name}-gemv", gemv_bandwidth=rate)
     per_layer = a.layer_overhead

@@ -92,6 +92,18 @@ def gemv_enabled() -> bool:
     return env_flag("DAK_HBM_GEMV", True)
 
 
+def gemv_silu_enabled() -> bool:
+    """A fused Llama-family layer whose gate and up projections are one all-HBM ProjectionGroup
+    computes SiLU(gate) * up in that GEMV's epilogue (dak.kernels.hbm_gemv.swiglu_linear), so the
+    SiLU * up launch goes away (dak.runtime.fused); the same rounding as that launch. On with the
+    GEMV ($DAK_HBM_GEMV) unless $DAK_GEMV_SILU=0; the planner's epilogue pricing follows it."""
+    on = env_flag("DAK_GEMV_SILU", gemv_enabled())
+    if on and not gemv_enabled():
+        raise ValueError("DAK_GEMV_SILU=1 fuses SiLU * up into dak's GEMV, which DAK_HBM_GEMV=0 turns off: "
+                         "unset DAK_HBM_GEMV, or unset DAK_GEMV_SILU")
+    return on
+
+
 def ce_gemv_enabled() -> bool:
     """$DAK_CE_GEMV=1 (an experiment, off until measured on the GPU): a copy-engine operator's
     decode-batch GEMMs (its HBM rows and each staged chunk) run dak's all-HBM GEMV

@@ -27,9 +27,15 @@ def run(args) -> int:
         for s in rows:
             now = f"set {os.environ[s.name]!r}" if s.name in os.environ else "unset"
             print(f"  {s.name:<{width}}  {now:<12} default {s.default}: {s.what}")
+    return 2 if report() else 0
+
+
+def report() -> bool:
+    """Print the environment's warnings and errors (dak.switches.check_environment) to stderr;
+    whether there were errors. Every other command runs it first (dak.cli.main)."""
     warnings, errors = check_environment()
     for line in warnings:
         print(f"dak: warning: {line}", file=sys.stderr)
     for line in errors:
         print(f"dak: error: {line}", file=sys.stderr)
-    return 2 if errors else 0
+    return bool(errors)

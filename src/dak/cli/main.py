@@ -33,14 +33,8 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return 2
-    if getattr(args, "checks_env", True):  # `dak env` reports them itself
-        from ..switches import check_environment
-        warnings, errors = check_environment()
-        for line in warnings:
-            print(f"dak: warning: {line}", file=sys.stderr)
-        if errors:
-            print("dak: error: " + "; ".join(errors), file=sys.stderr)
-            return 2
+    if getattr(args, "checks_env", True) and env.report():  # `dak env` reports after its table
+        return 2
     try:
         return int(args.func(args) or 0)
     except ValueError as e:

@@ -38,8 +38,8 @@ from dak.kernels.config_cache import ConfigCache, time_or_inf
 from dak.kernels.fused_layer import silu_mul
 from dak.kernels.fused_ops import need_kernel_device
 from dak.kernels.timing import l2_copies
-from dak.runtime_env import KERNEL_DTYPES, env_flag, gpu_name, interpreting
-from dak.shares import gemv_enabled
+from dak.runtime_env import KERNEL_DTYPES, gpu_name, interpreting
+from dak.shares import gemv_enabled, gemv_silu_enabled
 
 MAX_TOKENS = 16  # the token tile: tl.dot needs >= 16 rows, and one tile covers every decode token
 
@@ -272,18 +272,6 @@ def hbm_linear(x2: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, tun
     if gemv_applies(x2):
         return hbm_gemv(x2, w, bias, config_for(x2, w, bias, tune))
     return F.linear(x2, w, bias)
-
-
-def gemv_silu_enabled() -> bool:
-    """A fused Llama-family layer whose gate and up projections are one all-HBM ProjectionGroup
-    computes SiLU(gate) * up in that GEMV's epilogue (swiglu_linear), so the SiLU * up launch goes
-    away (dak.runtime.fused); the same rounding as that launch. On with the GEMV ($DAK_HBM_GEMV)
-    unless $DAK_GEMV_SILU=0."""
-    on = env_flag("DAK_GEMV_SILU", gemv_enabled())
-    if on and not gemv_enabled():
-        raise ValueError("DAK_GEMV_SILU=1 fuses SiLU * up into dak's GEMV, which DAK_HBM_GEMV=0 turns off: "
-                         "unset DAK_HBM_GEMV, or unset DAK_GEMV_SILU")
-    return on
 
 
 def swiglu_config(cfg: GemvConfig) -> GemvConfig:

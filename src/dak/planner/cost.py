@@ -70,9 +70,7 @@ def hbm_time(op, profile: HardwareProfile, gemv: bool = True) -> float:
     curve = curve_for(op, profile)
     if curve is not None:
         return measured_time(curve, 0.0)
-    if gemv and runs_gemv(op, profile):
-        return max(op.flops / profile.flops, op.traffic / profile.gemv_bandwidth)
-    return roofline_time(op, 0.0, profile)
+    return _uncalibrated_time(op, 0.0, profile, gemv)
 
 
 def op_time(op, x: float, profile: HardwareProfile) -> float:
@@ -81,8 +79,13 @@ def op_time(op, x: float, profile: HardwareProfile) -> float:
     curve = curve_for(op, profile)
     if curve is not None:
         return measured_time(curve, x)
-    if x <= 0:
-        return hbm_time(op, profile)
+    return _uncalibrated_time(op, x, profile, True)
+
+
+def _uncalibrated_time(op, x: float, profile: HardwareProfile, gemv: bool) -> float:
+    """The roofline, with an all-HBM decode linear at the GEMV's rate where `gemv` and runs_gemv."""
+    if x <= 0 and gemv and runs_gemv(op, profile):
+        return max(op.flops / profile.flops, op.traffic / profile.gemv_bandwidth)
     return roofline_time(op, x, profile)
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 from ..hardware import HardwareProfile
 from ..models.ops import Workload
 from ..models.spec import ModelSpec
-from ..shares import ce_min_share, env_flag, fused_layer_enabled, gemv_enabled
+from ..shares import ce_min_share, env_flag, fused_layer_enabled, gemv_enabled, gemv_silu_enabled
 from .curves import PROJECTION_GROUPS, curve_for  # noqa: F401 -- PROJECTION_GROUPS re-exported
 
 
@@ -56,7 +56,7 @@ def epilogues_on() -> dict:
     gemv = gemv_enabled()
     opt = gemv and env_flag("DAK_FUSED_OPT", True)
     silu, relu, res, qscale = EPILOGUES
-    return {silu: env_flag("DAK_GEMV_SILU", gemv), relu: opt, res: opt, qscale: opt and env_flag("DAK_OPT_QSCALE", True)}
+    return {silu: gemv_silu_enabled(), relu: opt, res: opt, qscale: opt and env_flag("DAK_OPT_QSCALE", True)}
 
 
 def layer_kinds(ops) -> dict:
