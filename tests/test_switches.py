@@ -99,3 +99,61 @@ def test_offload_refuses_a_bad_switch_before_building(monkeypatch):
     monkeypatch.setenv("DAK_PIN_METHOD", "mmap")
     with pytest.raises(ValueError, match="DAK_PIN_METHOD='mmap': must be one of alloc"):
         dak.offload("tiny-llama", batch=1, max_len=8)
+
+
+def test_every_moot_rule_names_real_switches_and_values_they_accept():
+    from dak.switches import MOOT
+    for need, why in MOOT:
+        assert len(need) >= 2 and any(None not in values for values in need.values()), why
+        for name, values in need.items():
+            assert name in BY_NAME and name in why, (name, why)
+            assert all(v is None or bad_value(BY_NAME[name], v) is None for v in values), (name, values)
+
+
+@pytest.mark.parametrize("env,warned", [
+    ({"DAK_COPY_WRAP": "plan", "DAK_CE_ONE_GEMV": "0"}, "nothing wraps"),
+    ({"DAK_COPY_WRAP": "plan"}, None), ({"DAK_COPY_WRAP": "plan", "DAK_CE_ONE_GEMV": "1"}, None),
+    ({"DAK_COPY_WRAP": "1", "DAK_GRAPHS": "0"}, "DAK_GRAPHS=0"),
+    ({"DAK_CE_FORK": "1", "DAK_KV_AHEAD_FORK": "0"}, "DAK_KV_AHEAD_FORK=0 has no effect"),
+    ({"DAK_CE_FORK": "1"}, None),
+    ({"DAK_RESIDUAL_ADDMM": "1"}, "set DAK_DEFER_RESIDUAL=0"),
+    ({"DAK_RESIDUAL_ADDMM": "1", "DAK_DEFER_RESIDUAL": "0"}, None),
+    ({"DAK_RESIDUAL_ADDMM": "1", "DAK_FUSED_LAYER": "0"}, "DAK_FUSED_LAYER=0 turns off"),
+    ({"DAK_OPT_QSCALE": "1", "DAK_FUSED_OPT": "0"}, "DAK_FUSED_OPT=0"),
+    ({"DAK_FUSED_OPT": "0"}, None),
+])
+def test_a_switch_made_moot_by_another_is_a_warning_not_an_error(env, warned):
+    warnings, errors = check_environment(env)
+    assert errors == []
+    if warned is None:
+        assert warnings == []
+    else:
+        assert len(warnings) == 1 and warned in warnings[0], warnings
+
+
+def test_moot_rules_say_what_the_readers_do(monkeypatch):
+    """Where a rule says a switch is overridden or unused, the code reading it agrees."""
+    import torch
+
+    import dak.shares as sh
+    from dak.kernels.hbm_gemv import gemv_applies
+    from dak.planner.overhead import EPILOGUES, epilogues_on
+    for s in SWITCHES:
+        monkeypatch.delenv(s.name, raising=False)
+    silu, _, _, qscale = EPILOGUES
+    assert epilogues_on()[silu] and epilogues_on()[qscale]
+    monkeypatch.setenv("DAK_CE_FORK", "1")
+    monkeypatch.setenv("DAK_KV_AHEAD_FORK", "0")
+    monkeypatch.setenv("DAK_ATTENTION_CE_FORK", "0")
+    assert sh.kv_ahead_fork_enabled() and sh.attention_ce_fork_enabled()
+    monkeypatch.setenv("DAK_FUSED_LAYER", "0")
+    monkeypatch.setenv("DAK_GEMV_SILU", "1")
+    assert not epilogues_on()[silu]  # the planner charges no lost SiLU epilogue where none runs
+    monkeypatch.setenv("DAK_FUSED_OPT", "0")
+    monkeypatch.setenv("DAK_OPT_QSCALE", "1")
+    assert not epilogues_on()[qscale]
+    monkeypatch.setenv("DAK_HBM_GEMV", "0")
+    monkeypatch.delenv("DAK_GEMV_SILU")
+    monkeypatch.setenv("DAK_CE_ONE_GEMV", "1")
+    with torch.no_grad():  # the one-GEMV path asks gemv_applies (dak.kernels.split_linear_ce._one_gemv)
+        assert not gemv_applies(torch.zeros(2, 64, dtype=torch.bfloat16))

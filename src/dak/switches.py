@@ -86,6 +86,47 @@ SWITCHES: tuple[Switch, ...] = (
 
 BY_NAME = {s.name: s for s in SWITCHES}
 
+# Settings that make another one moot: (the values each variable must have, None = unset; why). A
+# rule applies when every variable it names holds one of its values; `check_environment` warns.
+# Each mirrors the code that reads the switch (named in the message), so an A/B is not run for nothing.
+MOOT: tuple[tuple[dict, str], ...] = (
+    ({"DAK_COPY_WRAP": ("plan",), "DAK_CE_ONE_GEMV": ("0",)},
+     "DAK_COPY_WRAP=plan wraps only the chains of plans that run one GEMV once staged, which DAK_CE_ONE_GEMV=0 "
+     "turns off: nothing wraps"),
+    ({"DAK_COPY_WRAP": ("1", "plan"), "DAK_GRAPHS": ("0",)},
+     "DAK_COPY_WRAP wraps the decode graphs' copy-ahead chain; DAK_GRAPHS=0 runs eager steps without one "
+     "(dak.runtime.engine): it has no effect"),
+    ({"DAK_CE_FORK": ("1",), "DAK_KV_AHEAD_FORK": ("0",)},
+     "DAK_CE_FORK=1 forks the copied-ahead attention too (dak.shares.kv_ahead_fork_enabled): DAK_KV_AHEAD_FORK=0 "
+     "has no effect"),
+    ({"DAK_CE_FORK": ("1",), "DAK_ATTENTION_CE_FORK": ("0",)},
+     "DAK_CE_FORK=1 forks the standalone copy-engine attention too (dak.shares.attention_ce_fork_enabled): "
+     "DAK_ATTENTION_CE_FORK=0 has no effect"),
+    ({"DAK_PREFILL_CHAIN": ("1",), "DAK_PREFILL_GRAPHS": ("0",)},
+     "DAK_PREFILL_CHAIN chains only captured prefills, which DAK_PREFILL_GRAPHS=0 turns off: it has no effect"),
+    ({"DAK_DEFER_RESIDUAL": ("1",), "DAK_FUSED_LAYER": ("0",)},
+     "DAK_DEFER_RESIDUAL acts inside fused Llama-family layers, which DAK_FUSED_LAYER=0 turns off: it has no effect"),
+    ({"DAK_RESIDUAL_ADDMM": ("1",), "DAK_FUSED_LAYER": ("0",)},
+     "DAK_RESIDUAL_ADDMM acts inside fused Llama-family layers, which DAK_FUSED_LAYER=0 turns off: it has no effect"),
+    ({"DAK_GEMV_SILU": ("1",), "DAK_FUSED_LAYER": ("0",)},
+     "DAK_GEMV_SILU's epilogue runs inside fused Llama-family layers, which DAK_FUSED_LAYER=0 turns off: it has "
+     "no effect"),
+    ({"DAK_RESIDUAL_ADDMM": ("1",), "DAK_DEFER_RESIDUAL": (None, "1"), "DAK_FUSED_LAYER": (None, "1")},
+     "DAK_RESIDUAL_ADDMM=1: inside dak's engine every fused layer (DAK_FUSED_LAYER) defers its residual add to "
+     "the next launch (DAK_DEFER_RESIDUAL), so no addmm runs there; set DAK_DEFER_RESIDUAL=0 to measure it"),
+    ({"DAK_OPT_QSCALE": ("1",), "DAK_FUSED_OPT": ("0",)},
+     "DAK_OPT_QSCALE's epilogue runs inside the fused OPT layer, which DAK_FUSED_OPT=0 turns off: it has no effect"),
+    ({"DAK_OPT_QSCALE": ("1",), "DAK_HBM_GEMV": ("0",)},
+     "DAK_OPT_QSCALE's epilogue is dak's GEMV's, which DAK_HBM_GEMV=0 turns off: it has no effect"),
+    ({"DAK_CE_ONE_GEMV": ("1",), "DAK_HBM_GEMV": ("0",)},
+     "DAK_CE_ONE_GEMV=1 runs staged rows by dak's GEMV, which DAK_HBM_GEMV=0 turns off: it has no effect"),
+)
+
+
+def moot(environ) -> list[str]:
+    """Why each MOOT rule that `environ` meets makes a switch it sets do nothing."""
+    return [why for need, why in MOOT if all(environ.get(name) in values for name, values in need.items())]
+
 
 def bad_value(switch: Switch, raw: str) -> str | None:
     """Why `raw` is not a value `switch` accepts, or None."""
@@ -107,8 +148,8 @@ def bad_value(switch: Switch, raw: str) -> str | None:
 
 def check_environment(environ=None) -> tuple[list[str], list[str]]:
     """(warnings, errors) for the $DAK_* variables set: a name dak does not read (with the
-    nearest known one) is a warning; a value its switch does not accept, or switches that
-    contradict each other, an error."""
+    nearest known one), or a switch another one makes moot (MOOT), is a warning; a value its
+    switch does not accept, or switches that contradict each other, an error."""
     environ = os.environ if environ is None else environ
     warnings, errors = [], []
     for name in sorted(k for k in environ if k.startswith("DAK_")):
@@ -124,4 +165,4 @@ def check_environment(environ=None) -> tuple[list[str], list[str]]:
     if environ.get("DAK_GEMV_SILU") == "1" and environ.get("DAK_HBM_GEMV") == "0":  # as shares.gemv_silu_enabled
         errors.append("DAK_GEMV_SILU=1 fuses SiLU * up into dak's GEMV, which DAK_HBM_GEMV=0 turns off: "
                       "unset one of them")
-    return warnings, errors
+    return warnings + moot(environ), errors

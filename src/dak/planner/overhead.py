@@ -56,7 +56,8 @@ def epilogues_on() -> dict:
     gemv = gemv_enabled()
     opt = gemv and env_flag("DAK_FUSED_OPT", True)
     silu, relu, res, qscale = EPILOGUES
-    return {silu: gemv_silu_enabled(), relu: opt, res: opt, qscale: opt and env_flag("DAK_OPT_QSCALE", True)}
+    silu_on = gemv_silu_enabled() and fused_layer_enabled()  # the epilogue runs in the fused layer's forward
+    return {silu: silu_on, relu: opt, res: opt, qscale: opt and env_flag("DAK_OPT_QSCALE", True)}
 
 
 def layer_kinds(ops) -> dict:
