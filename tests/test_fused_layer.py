@@ -292,7 +292,7 @@ def test_offloaded_model_with_fused_layers_gives_hf_tokens(monkeypatch, tmp_path
     fused_layers = [m for m in model.modules() if getattr(m.forward, "__func__", None) is fz._layer_forward]
     assert len(fused_layers) == 2 and all(m._dak_defer for m in fused_layers)
     ids = torch.randint(3, hf.config.vocab_size, (2, prompt), generator=torch.Generator().manual_seed(1))
-    seq = model.generate(ids, max_new_tokens=steps).cpu()
+    seq = model.generate(ids, max_new_tokens=steps, eos_token_id=None).cpu()
     model.dak_free()
     with torch.no_grad():
         logits = hf(seq).logits.float()

@@ -60,7 +60,7 @@ def test_hf_text_streamer_prints_the_new_words(folder, capsys):
     model = dak.offload(folder, batch=1, max_len=8, host_ratio=0.3, dtype=torch.float16, tune=False)
     ids = tok("w5 w6", return_tensors="pt").input_ids
     capsys.readouterr()
-    seq = model.generate(ids, max_new_tokens=4, streamer=TextStreamer(tok, skip_prompt=True))
+    seq = model.generate(ids, max_new_tokens=4, streamer=TextStreamer(tok, skip_prompt=True), eos_token_id=None)
     model.dak_free()
     printed = capsys.readouterr().out.split()
     assert printed and printed == tok.decode(seq[0, ids.shape[1]:], skip_special_tokens=True).split()

@@ -55,8 +55,8 @@ def test_generate_with_captured_prefill_gives_the_eager_prefills_tokens():
     model = dak.offload("tiny-llama", batch=2, max_len=16, host_ratio=0.4, tune=False)  # 32 > 16: exact lengths
     ids = torch.randint(3, 900, (2, 10), generator=torch.Generator().manual_seed(2))
     plen = torch.tensor([10, 6])
-    first = model.generate(ids, max_new_tokens=6, prompt_lengths=plen)  # eager prefill, then capture
-    again = model.generate(ids, max_new_tokens=6, prompt_lengths=plen)  # replayed prefill
+    first = model.generate(ids, max_new_tokens=6, prompt_lengths=plen, eos_token_id=None)  # eager prefill, then capture
+    again = model.generate(ids, max_new_tokens=6, prompt_lengths=plen, eos_token_id=None)  # replayed prefill
     assert torch.equal(first, again)
     eng = model.dak_engine
     ids_d, plen_d, _ = eng._check(ids, 6, plen)

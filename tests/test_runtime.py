@@ -34,7 +34,7 @@ def test_greedy_tokens_match_hf_eager(checkpoints, family, ratio):
     assert (got_ratio == 0) == (ratio == 0) and (got_ratio == 1) == (ratio == 1), got_ratio
     g = torch.Generator().manual_seed(7)
     ids = torch.randint(3, hf.config.vocab_size, (2, PROMPT), generator=g)
-    seq = model.generate(ids, max_new_tokens=steps)
+    seq = model.generate(ids, max_new_tokens=steps, eos_token_id=None)
     assert seq.shape == (2, PROMPT + steps) and torch.equal(seq[:, :PROMPT], ids)
     ref = hf.generate(ids, max_new_tokens=steps, min_new_tokens=steps, do_sample=False,
                       eos_token_id=None, pad_token_id=0)
@@ -67,11 +67,11 @@ def test_prefill_in_request_chunks_gives_the_same_tokens(checkpoints):
     ids = torch.randint(3, hf.config.vocab_size, (3, PROMPT), generator=torch.Generator().manual_seed(3))
     plen = torch.tensor([PROMPT, 2, 4])
     engine = model.dak_engine
-    whole = model.generate(ids, max_new_tokens=4, prompt_lengths=plen)
+    whole = model.generate(ids, max_new_tokens=4, prompt_lengths=plen, eos_token_id=None)
     for tokens in (PROMPT, 2 * PROMPT):  # 1 and 2 requests per forward
         engine.prefill_tokens = tokens
         assert engine.prefill_rows(3, PROMPT) == tokens // PROMPT
-        assert torch.equal(model.generate(ids, max_new_tokens=4, prompt_lengths=plen), whole)
+        assert torch.equal(model.generate(ids, max_new_tokens=4, prompt_lengths=plen, eos_token_id=None), whole)
     engine.prefill_tokens = None  # sized from free HBM: one request's activations, then all
     from dak.models.ops import Workload, minimum_hbm_set
     from dak.models.spec import ModelSpec
@@ -103,14 +103,14 @@ def test_kv_buckets_change_no_tokens_and_reset_the_copy_rows(checkpoints, monkey
     hf, path = checkpoints["tiny-llama"]
     ids = torch.randint(3, hf.config.vocab_size, (2, PROMPT), generator=torch.Generator().manual_seed(5))
     plain = dak.offload(path, batch=2, max_len=PROMPT + 6, host_ratio=1.0, dtype=DTYPE, tune=False)
-    want = plain.generate(ids, max_new_tokens=6)
+    want = plain.generate(ids, max_new_tokens=6, eos_token_id=None)
     plain.dak_free()
     seen = []
     real = DakKV.set_copy_rows
     monkeypatch.setattr(DakKV, "set_copy_rows", lambda self, rows: (seen.append(rows), real(self, rows)))
     model = dak.offload(path, batch=2, max_len=PROMPT + 6, host_ratio=1.0, dtype=DTYPE, tune=False, kv_buckets=3)
     assert model.dak_engine.kv_caps == (-(-(PROMPT + 6) // 3), -(-2 * (PROMPT + 6) // 3), PROMPT + 6)
-    assert torch.equal(model.generate(ids, max_new_tokens=6), want)
+    assert torch.equal(model.generate(ids, max_new_tokens=6, eos_token_id=None), want)
     assert seen == [PROMPT + t for t in range(1, 6)] + [None]
     assert all(c.copy_rows is None for c in model.dak_kv.caches.values())
     model.dak_free()
@@ -144,7 +144,7 @@ def test_consolidated_policy_runs_and_matches_hf(checkpoints, family, policy):
     if policy == "consolidated":
         assert pl.predicted_s <= plan(spec, w, get_profile("h200-pcie"), budget, "greedy").predicted_s * (1 + 1e-9)
     ids = torch.randint(3, hf.config.vocab_size, (2, PROMPT), generator=torch.Generator().manual_seed(9))
-    seq = model.generate(ids, max_new_tokens=steps)
+    seq = model.generate(ids, max_new_tokens=steps, eos_token_id=None)
     assert _check_tokens(hf, seq, steps) >= 2 * steps - 1
     model.dak_free()
 
@@ -184,9 +184,10 @@ def test_attention_mask_left_or_right_padding_continues_each_prompt(checkpoints)
     for b, p in enumerate(prompts):
         right[b, :len(p)], right_mask[b, :len(p)] = p, 1
         left[b, PROMPT - len(p):], left_mask[b, PROMPT - len(p):] = p, 1
-    by_len = model.generate(right.masked_fill(right_mask == 0, 0), max_new_tokens=steps, prompt_lengths=lens)
-    got_right = model.generate(right, max_new_tokens=steps, attention_mask=right_mask)
-    got_left = model.generate(left, max_new_tokens=steps, attention_mask=left_mask.bool())
+    by_len = model.generate(right.masked_fill(right_mask == 0, 0), max_new_tokens=steps, prompt_lengths=lens,
+                            eos_token_id=None)
+    got_right = model.generate(right, max_new_tokens=steps, attention_mask=right_mask, eos_token_id=None)
+    got_left = model.generate(left, max_new_tokens=steps, attention_mask=left_mask.bool(), eos_token_id=None)
     assert torch.equal(got_right[:, :PROMPT], right) and torch.equal(got_left[:, :PROMPT], left)
     assert torch.equal(got_right[:, PROMPT:], by_len[:, PROMPT:])
     assert torch.equal(got_left[:, PROMPT:], by_len[:, PROMPT:])
@@ -202,9 +203,9 @@ def test_attention_mask_left_or_right_padding_continues_each_prompt(checkpoints)
                       (torch.zeros(3, PROMPT, dtype=torch.long), "at least one 1"),
                       (2 * right_mask, "only 0 and 1"), (right_mask[:, :3], "must match")):
         with pytest.raises(ValueError, match=msg):
-            model.generate(right, max_new_tokens=1, attention_mask=mask)
+            model.generate(right, max_new_tokens=1, attention_mask=mask, eos_token_id=None)
     with pytest.raises(ValueError, match="not both"):
-        model.generate(right, max_new_tokens=1, attention_mask=right_mask, prompt_lengths=lens)
+        model.generate(right, max_new_tokens=1, attention_mask=right_mask, prompt_lengths=lens, eos_token_id=None)
     model.dak_free()
 
 
@@ -223,6 +224,6 @@ def test_forward_gives_hf_logits_with_and_without_padding(checkpoints, family):
         assert not got.isnan().any()
         assert ((got[keep] - want[keep]).norm() / want[keep].norm()).item() < 1e-2, kw
     assert model.config._attn_implementation == "dak"
-    seq = model.generate(ids[:, :PROMPT], max_new_tokens=4)
+    seq = model.generate(ids[:, :PROMPT], max_new_tokens=4, eos_token_id=None)
     assert _check_tokens(hf, seq, 4) >= 2 * 4 - 1
     model.dak_free()

@@ -61,7 +61,7 @@ def test_hbm_gemv_decode_matches_hf(checkpoints, family, extra, monkeypatch):
     steps = 16
     model = dak.offload(path, batch=2, max_len=PROMPT + steps, host_ratio=0.0, dtype=DTYPE, tune=False)
     ids = torch.randint(3, hf.config.vocab_size, (2, PROMPT), generator=torch.Generator().manual_seed(5))
-    seq = model.generate(ids, max_new_tokens=steps)
+    seq = model.generate(ids, max_new_tokens=steps, eos_token_id=None)
     assert (hf.config.vocab_size, hf.config.hidden_size) in shapes and len(shapes) >= 4, shapes
     assert any(gated) == (silu == "1") and (not silu_calls) == (silu == "1" or family == "tiny-opt")
     assert epilogues == ({"relu", "residual"} if extra == "opt" else set())
@@ -88,7 +88,7 @@ def test_opt_q_scaling_in_the_qkv_gemv_matches_hf(checkpoints, ratio, monkeypatc
     steps = 10
     model = dak.offload(path, batch=2, max_len=PROMPT + steps, host_ratio=ratio, dtype=DTYPE, tune=False)
     ids = torch.randint(3, hf.config.vocab_size, (2, PROMPT), generator=torch.Generator().manual_seed(8))
-    seq = model.generate(ids, max_new_tokens=steps)
+    seq = model.generate(ids, max_new_tokens=steps, eos_token_id=None)
     heads = hf.config.num_attention_heads
     want = (hf.config.hidden_size, (hf.config.hidden_size // heads) ** -0.5)
     assert any(r == want for r in scaled) if ratio == 0.0 else True, scaled[:3]
@@ -111,7 +111,7 @@ def test_rotary_with_the_kv_append_matches_hf(checkpoints, family, ratio, monkey
     steps = 12
     model = dak.offload(path, batch=2, max_len=PROMPT + steps, host_ratio=ratio, dtype=DTYPE, tune=False)
     ids = torch.randint(3, hf.config.vocab_size, (2, PROMPT), generator=torch.Generator().manual_seed(6))
-    seq = model.generate(ids, max_new_tokens=steps)
+    seq = model.generate(ids, max_new_tokens=steps, eos_token_id=None)
     assert len(calls) == (steps - 1) * hf.config.num_hidden_layers  # every decode step, every layer
     assert _check_tokens(hf, seq, steps) >= 2 * steps - 1
     model.dak_free()
@@ -139,7 +139,7 @@ def test_fused_projections_match_hf_and_the_unfused_model(checkpoints, family, r
         assert model.dak_fused == want and (ratio > 0 or not fuse or want == (2 if family == "tiny-opt" else 4))
         if ratio > 0:
             assert 0 < model.dak_placement.offload_ratio < 1
-        runs[fuse] = (model.generate(ids, max_new_tokens=steps), model.dak_engine.logits.clone())
+        runs[fuse] = (model.generate(ids, max_new_tokens=steps, eos_token_id=None), model.dak_engine.logits.clone())
         model.dak_free()
     seq, logits = runs[True]
     assert _check_tokens(hf, seq, steps) >= 2 * steps - 1

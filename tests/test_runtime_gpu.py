@@ -34,7 +34,7 @@ def test_graphed_greedy_matches_hf_eager(checkpoints, family, ratio):
     model = dak.offload(path, batch=2, max_len=PROMPT + steps, host_ratio=ratio, dtype=torch.float16, tune=False)
     assert model.dak_engine.graphs
     ids = torch.randint(3, hf.config.vocab_size, (2, PROMPT), device="cuda")
-    seq = model.generate(ids, max_new_tokens=steps)
+    seq = model.generate(ids, max_new_tokens=steps, eos_token_id=None)
     exact = _check_tokens(hf, seq, steps)
     assert exact >= 2 * steps - 1
     model.dak_free()
@@ -53,7 +53,7 @@ def test_one_gemv_staging_under_graphs_matches_hf_eager(checkpoints, family, mon
     model = dak.offload(path, batch=2, max_len=PROMPT + steps, host_ratio=1.0, dtype=torch.float16, tune=False)
     assert model.dak_engine.graphs
     ids = torch.randint(3, hf.config.vocab_size, (2, PROMPT), device="cuda")
-    seq = model.generate(ids, max_new_tokens=steps)
+    seq = model.generate(ids, max_new_tokens=steps, eos_token_id=None)
     assert calls, "no linear took the one-GEMV path"
     assert _check_tokens(hf, seq, steps) >= 2 * steps - 1
     model.dak_free()
@@ -71,7 +71,7 @@ def test_graphed_greedy_at_20_tokens_a_step_with_hbm_fork(checkpoints, family, m
     model = dak.offload(path, batch=batch, max_len=PROMPT + steps, host_ratio=0.3, dtype=torch.float16, tune=False)
     assert model.dak_engine.graphs
     ids = torch.randint(3, hf.config.vocab_size, (batch, PROMPT), device="cuda")
-    seq = model.generate(ids, max_new_tokens=steps)
+    seq = model.generate(ids, max_new_tokens=steps, eos_token_id=None)
     forked = [cfg.hbm_fork and cfg.ce_share == 0 for mod in model.modules() if isinstance(mod, SplitLinear)
               for cfg in mod._configs.values()]
     assert any(forked), "no split linear took the forked in-place path"
@@ -94,7 +94,7 @@ def test_2000_graph_steps_equal_eager(checkpoints):
 def test_offload_free_cycles_return_memory():
     def cycle():
         model = dak.offload("tiny-qwen2", batch=4, max_len=40, host_ratio=0.5, dtype=torch.bfloat16, tune=False)
-        model.generate(torch.randint(0, 900, (4, 8), device="cuda"), max_new_tokens=8)
+        model.generate(torch.randint(0, 900, (4, 8), device="cuda"), max_new_tokens=8, eos_token_id=None)
         model.dak_free()
         del model
         gc.collect()
@@ -112,7 +112,7 @@ def test_random_weights_are_seeded():
     for seed in (1, 1, 2):
         model = dak.offload("tiny-llama", batch=2, max_len=20, host_ratio=0.3, seed=seed, tune=False)
         ids = torch.arange(10, device="cuda").view(2, 5)
-        outs.append(model.generate(ids, max_new_tokens=8).cpu())
+        outs.append(model.generate(ids, max_new_tokens=8, eos_token_id=None).cpu())
         model.dak_free()
     assert torch.equal(outs[0], outs[1]) and not torch.equal(outs[0], outs[2])
 
@@ -130,7 +130,7 @@ def test_kv_bucket_graphs_equal_one_graph(checkpoints, tmp_path, monkeypatch):
     for buckets in (1, 4):
         model = dak.offload(path, batch=3, max_len=205, host_ratio=1.0, dtype=torch.bfloat16, tune=False,
                             kv_buckets=buckets)
-        outs.append(model.generate(ids, max_new_tokens=200).clone())
+        outs.append(model.generate(ids, max_new_tokens=200, eos_token_id=None).clone())
         assert len(model.dak_engine._bucket_graphs[Sampling()]) == buckets
         assert all(cfg.ce_share > 0 for c in model.dak_kv.caches.values() for cfg in c.configs.values())
         model.dak_free()
@@ -153,7 +153,7 @@ def test_kv_ahead_graphs_equal_plain_graphs(checkpoints, tmp_path, monkeypatch, 
         model = dak.offload(path, batch=3, max_len=205, host_ratio=1.0, dtype=torch.bfloat16, tune=False,
                             kv_buckets=4, kv_ahead=ahead)
         assert model.dak_engine.kv_ahead_layers == (model.config.num_hidden_layers if ahead else 0)
-        outs.append(model.generate(ids, max_new_tokens=200).clone())
+        outs.append(model.generate(ids, max_new_tokens=200, eos_token_id=None).clone())
         model.dak_free()
     assert torch.equal(outs[0], outs[1]), f"first difference at {(outs[0] != outs[1]).nonzero()[:1].tolist()}"
 
@@ -178,7 +178,7 @@ def test_forked_or_eager_steps_give_the_same_tokens(checkpoints, tmp_path, monke
         model = dak.offload(path, batch=3, max_len=105, host_ratio=1.0, dtype=torch.bfloat16, tune=False,
                             kv_buckets=2, kv_ahead=True)
         assert model.dak_engine.graphs == (variant.get("DAK_GRAPHS") != "0")
-        outs.append(model.generate(ids, max_new_tokens=100).clone())
+        outs.append(model.generate(ids, max_new_tokens=100, eos_token_id=None).clone())
         model.dak_free()
     assert torch.equal(outs[0], outs[1]), f"first difference at {(outs[0] != outs[1]).nonzero()[:1].tolist()}"
 
@@ -203,7 +203,7 @@ def test_fused_projection_graphs_match_hf_eager(checkpoints, family, gemv, monke
                         fuse_projections=True)
     assert model.dak_engine.graphs and model.dak_fused == (2 if family == "tiny-opt" else 4)
     ids = torch.randint(3, hf.config.vocab_size, (2, PROMPT), device="cuda")
-    seq = model.generate(ids, max_new_tokens=steps)
+    seq = model.generate(ids, max_new_tokens=steps, eos_token_id=None)
     assert _check_tokens(hf, seq, steps) >= 2 * steps - 1
     model.dak_free()
 
@@ -233,15 +233,15 @@ def test_wrapped_copy_chain_gives_the_same_tokens(checkpoints, tmp_path, monkeyp
         monkeypatch.setenv("DAK_COPY_WRAP", wrap)
         model = dak.offload(path, batch=3, max_len=160, host_ratio=0.3, dtype=torch.bfloat16, tune=False,
                             kv_buckets=4)
-        outs.append(model.generate(ids, max_new_tokens=150).clone())
+        outs.append(model.generate(ids, max_new_tokens=150, eos_token_id=None).clone())
         chains = model.dak_engine._wrapped
         assert (len(chains) == 1 and chains[0].primed) if wrap == "1" else not chains
         if wrap == "1":
-            assert torch.equal(model.generate(ids, max_new_tokens=150), outs[0])
+            assert torch.equal(model.generate(ids, max_new_tokens=150, eos_token_id=None), outs[0])
             chain = chains[0]
             chain.primed = False
             chain.slots[chain.head[0]._ahead.slot].fill_(float("nan"))
-            outs.append(model.generate(ids, max_new_tokens=150).clone())
+            outs.append(model.generate(ids, max_new_tokens=150, eos_token_id=None).clone())
         model.dak_free()
     for got in outs[1:]:
         assert torch.equal(outs[0], got), f"first difference at {(outs[0] != got).nonzero()[:1].tolist()}"
@@ -261,7 +261,7 @@ def test_copy_wrap_by_plan_follows_one_gemv(checkpoints, tmp_path, monkeypatch):
         model = dak.offload(path, batch=3, max_len=110, host_ratio=1.0, dtype=torch.bfloat16, tune=False,
                             kv_buckets=2)
         assert model.dak_placement.one_gemv == (one == "1")
-        out = model.generate(ids, max_new_tokens=100 if one == "1" else 4).clone()
+        out = model.generate(ids, max_new_tokens=100 if one == "1" else 4, eos_token_id=None).clone()
         chains = model.dak_engine._wrapped
         if one == "1":
             outs.append(out)
@@ -283,12 +283,12 @@ def test_load_state_dict_after_capture_changes_the_replayed_model(checkpoints, t
     ids = torch.randint(3, 900, (3, 5), device="cuda")
     kw = dict(batch=3, max_len=60, host_ratio=0.3, dtype=torch.bfloat16, tune=False)
     fresh = dak.offload(str(tmp_path / "other"), **kw)
-    want = fresh.generate(ids, max_new_tokens=50).clone()
+    want = fresh.generate(ids, max_new_tokens=50, eos_token_id=None).clone()
     fresh.dak_free()
     model = dak.offload(path, **kw)
-    before = model.generate(ids, max_new_tokens=50).clone()
+    before = model.generate(ids, max_new_tokens=50, eos_token_id=None).clone()
     model.load_state_dict(other.state_dict())
-    got = model.generate(ids, max_new_tokens=50)
+    got = model.generate(ids, max_new_tokens=50, eos_token_id=None)
     assert not torch.equal(before, want), "the perturbed weights should change the tokens"
     assert torch.equal(got, want), f"first difference at {(got != want).nonzero()[:1].tolist()}"
     sd = model.state_dict()
@@ -313,13 +313,13 @@ def test_streamer_and_left_padding_with_graphs(checkpoints):
         def end(self):
             puts.append(None)
 
-    seq = model.generate(ids, max_new_tokens=20, attention_mask=mask, streamer=Collect())
+    seq = model.generate(ids, max_new_tokens=20, attention_mask=mask, streamer=Collect(), eos_token_id=None)
     assert puts[-1] is None and len(puts) == 22
     assert torch.equal(torch.cat([puts[0]] + [p[:, None] for p in puts[1:-1]], dim=1), seq.cpu())
     right = torch.zeros_like(ids)
     for b, n in enumerate(lens.tolist()):
         right[b, :n] = ids[b, 8 - n:]
-    ref = model.generate(right, max_new_tokens=20, prompt_lengths=lens)
+    ref = model.generate(right, max_new_tokens=20, prompt_lengths=lens, eos_token_id=None)
     assert torch.equal(seq[:, 8:], ref[:, 8:])
     model.dak_free()
 

@@ -44,7 +44,7 @@ def test_generate_stops_where_hf_would():
                         graphs=False)
     try:
         ids = torch.randint(3, 900, (2, 4), generator=torch.Generator().manual_seed(5))
-        free = model.generate(ids, max_new_tokens=20)[:, 4:]  # no EOS: the full length
+        free = model.generate(ids, max_new_tokens=20, eos_token_id=None)[:, 4:]  # no EOS: the full length
         assert free.shape == (2, 20)
         eos = [int(free[0, 3]), int(free[1, 5])]  # both requests reach an EOS by step 5
         got = model.generate(ids, max_new_tokens=20, eos_token_id=eos, pad_token_id=0)[:, 4:]
@@ -56,3 +56,46 @@ def test_generate_stops_where_hf_would():
         assert model.dak_last.steps == stopping.CHECK_EVERY - 1
     finally:
         model.dak_free()
+
+
+def test_generate_takes_eos_and_pad_from_the_generation_config_as_hf_does():
+    """Not given, eos/pad come from model.generation_config (HF's generate: explicit None never stops)."""
+    model = dak.offload("tiny-llama", batch=2, max_len=24, host_ratio=0.3, dtype=torch.float16, tune=False,
+                        graphs=False)
+    try:
+        ids = torch.randint(3, 900, (2, 4), generator=torch.Generator().manual_seed(11))
+        free = model.generate(ids, max_new_tokens=20, eos_token_id=None)[:, 4:]
+        assert free.shape == (2, 20)
+        eos = [int(free[0, 2]), int(free[1, 4])]
+        explicit = model.generate(ids, max_new_tokens=20, eos_token_id=eos, pad_token_id=5)
+        model.generation_config.eos_token_id, model.generation_config.pad_token_id = eos, 5
+        by_default = model.generate(ids, max_new_tokens=20)
+        assert torch.equal(by_default, explicit) and by_default.shape[1] < 4 + 20
+        assert (by_default[:, 4:] == 5).any()  # the config's pad after a stopped request's EOS
+        assert torch.equal(model.generate(ids, max_new_tokens=20, eos_token_id=None)[:, 4:], free)
+        model.generation_config.eos_token_id = 10**6
+        with pytest.raises(ValueError, match=r"generation_config.eos_token_id.*pass eos_token_id=None"):
+            model.generate(ids, max_new_tokens=2)
+        assert model.generate(ids, max_new_tokens=2, eos_token_id=None).shape == (2, 6)
+    finally:
+        model.dak_free()
+
+
+def test_a_checkpoints_generation_config_json_is_loaded(tmp_path):
+    import json
+
+    from runtime_checks import hf_model
+    hf = hf_model("tiny-llama", layers=1)
+    hf.generation_config.eos_token_id, hf.generation_config.pad_token_id = [5, 7], 3
+    hf.save_pretrained(tmp_path)
+    assert json.loads((tmp_path / "generation_config.json").read_text())["eos_token_id"] == [5, 7]
+    assert json.loads((tmp_path / "config.json").read_text())["eos_token_id"] == 2
+    model = dak.offload(str(tmp_path), batch=1, max_len=8, host_ratio=0.5, dtype=torch.float16, tune=False,
+                        graphs=False)
+    try:
+        assert model.generation_config.eos_token_id == [5, 7] and model.generation_config.pad_token_id == 3
+    finally:
+        model.dak_free()
+    (tmp_path / "generation_config.json").write_text("{not json")
+    with pytest.raises(ValueError, match="generation_config.json.*fix the file or remove it"):
+        dak.offload(str(tmp_path), batch=1, max_len=8, host_ratio=0.5, dtype=torch.float16, tune=False, graphs=False)

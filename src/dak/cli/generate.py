@@ -50,8 +50,8 @@ def add_parser(sub) -> None:
                         f"{'on' if DEFAULT_FUSE_PROJECTIONS else 'off'})")
     p.add_argument("--stream", action="store_true", help="print the (one) --prompt's new text as it is generated "
                    "(a host sync per step, so TPOT includes it)")
-    p.add_argument("--stop-at-eos", action="store_true", help="stop each request at the model config's "
-                   "eos_token_id (and end once all have stopped; then fewer than --gen-len steps are timed)")
+    p.add_argument("--stop-at-eos", action="store_true", help="stop each request at the eos_token_id of the model's "
+                   "generation config (and end once all have stopped; then fewer than --gen-len steps are timed)")
     p.add_argument("--baseline", default=None, help="run a baseline instead of dak at the same --host-ratio: "
                                                     "all-hbm | prefetch | uva | accelerate (see `dak bench e2e`)")
     p.set_defaults(func=run)
@@ -74,7 +74,6 @@ def run(args) -> int:
     if args.baseline is not None:
         return run_baseline(args, model_name)
     import dak
-    from dak.runtime.engine import Sampling
     dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16}
     if args.dtype not in dtypes:
         raise ValueError(f"--dtype must be bf16 or fp16, got {args.dtype!r}")
@@ -86,13 +85,15 @@ def run(args) -> int:
         raise ValueError("--stream prints one prompt's text as it comes: give exactly one --prompt")
     ids, lengths = _prompt_ids(args.prompt, model_name, batch, plen, seed)
     plen = ids.shape[1]
-    eos = pad = None
-    if args.stop_at_eos:  # from the config, before anything is built
+    stop = {"eos_token_id": None}  # a fixed number of steps, unless --stop-at-eos
+    if args.stop_at_eos:  # generate then takes eos/pad from the model's generation config, checked here first
         from ..models.spec import load_config
-        cfg = load_config(model_name)[1]
-        eos, pad = cfg.get("eos_token_id"), cfg.get("pad_token_id")
+        from ..runtime.stopping import read_generation_config
+        gen = read_generation_config(model_name) if os.path.isdir(model_name) else None
+        eos = load_config(model_name)[1].get("eos_token_id") if gen is None else gen.eos_token_id
         if eos is None:
-            raise ValueError(f"--stop-at-eos: {model_name}'s config has no eos_token_id; drop the flag")
+            raise ValueError(f"--stop-at-eos: {model_name}'s generation config has no eos_token_id; drop the flag")
+        stop = {}
     model = dak.offload(model_name, hbm_budget=args.hbm_budget, hardware=args.hardware, batch=batch,
                         prompt_len=plen, gen_len=glen, policy=args.policy, host_ratio=ratio,
                         dtype=dtypes[args.dtype], seed=seed, tune=args.tune and gpu,
@@ -100,7 +101,7 @@ def run(args) -> int:
                         kv_buckets=_int("--kv-buckets", args.kv_buckets), kv_ahead=args.kv_ahead,
                         fuse_projections=args.fuse_projections, strict_budget=args.strict_budget)
     try:
-        out = model.generate(ids, max_new_tokens=glen, do_sample=args.sample, eos_token_id=eos, pad_token_id=pad,
+        out = model.generate(ids, max_new_tokens=glen, do_sample=args.sample, **stop,
                              prompt_lengths=lengths, streamer=_streamer(model_name) if args.stream else None)
         print(report(model.dak_placement, model.dak_last, batch, model.dak_engine.graphs))
         if args.kv_ahead:

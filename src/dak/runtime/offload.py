@@ -30,6 +30,7 @@ from dak.runtime.kv import ATTN_NAME, DakKV, register
 from dak.runtime.memory import (check_memory, kv_host_bytes_for, kv_staging_bytes_for,  # noqa: F401
                                 staging_beyond, staging_bytes_for, within_budget)
 from dak.runtime_env import kernel_device
+from dak.runtime.stopping import UNSET, generation_ids, read_generation_config
 from dak.switches import check_environment
 from dak.units import parse_size
 
@@ -122,6 +123,7 @@ def offload(model: str | nn.Module, *, hbm_budget=None, hardware: str | Hardware
         folder = model if os.path.isdir(model) else None
     else:
         raise ValueError(f"model must be a built-in name, a local folder or an HF model, got {type(model).__name__}")
+    gen_config = None if folder is None else read_generation_config(folder)
     spec = ModelSpec.from_config(cfg, name=name)
     w = workload_for(batch, max_len, prompt_len, gen_len, dtype)
     kv_bucket_caps(w.prompt_len + w.gen_len, kv_buckets)  # bad values fail before anything is allocated
@@ -136,6 +138,8 @@ def offload(model: str | nn.Module, *, hbm_budget=None, hardware: str | Hardware
     model, kv = build_model(cfg, placement, dtype=dtype, seed=seed, tune=tune, folder=folder,
                             module=model if isinstance(model, nn.Module) else None, name=name, kv_ahead=kv_ahead,
                             fuse_projections=fuse_projections, progress=progress)
+    if gen_config is not None:
+        model.generation_config = gen_config
     engine = Engine(model, kv, graphs, kv_buckets=kv_buckets, kv_ahead=kv_ahead)
     model.dak_placement, model.dak_kv, model.dak_engine = placement, kv, engine
     model._apply = _checked_apply(model)
@@ -238,11 +242,12 @@ def _scoring_forward(hf_forward):
 
 def _generate(self, input_ids: torch.Tensor | None = None, max_new_tokens: int | None = None,
               do_sample: bool = False, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
-              prompt_lengths=None, eos_token_id=None, pad_token_id=None, attention_mask=None, streamer=None,
+              prompt_lengths=None, eos_token_id=UNSET, pad_token_id=UNSET, attention_mask=None, streamer=None,
               max_length: int | None = None, inputs: torch.Tensor | None = None, **unused):
     """HF-style generate: returns (B, L + new) ids, the prompt followed by max_new_tokens new tokens,
     or fewer when every request reached `eos_token_id` (later tokens of a stopped request are
-    `pad_token_id`). Without eos_token_id it always generates max_new_tokens. A padded batch takes
+    `pad_token_id`). As in HF, eos_token_id and pad_token_id not given come from the model's
+    generation_config; eos_token_id=None always generates max_new_tokens. A padded batch takes
     `attention_mask` (left or right padding, as a tokenizer returns it) or `prompt_lengths`
     (right padding); each request's new tokens continue its own prompt. `streamer` (HF's
     BaseStreamer protocol: put(ids), end()) gets the input ids, then each step's tokens as they
@@ -254,6 +259,7 @@ def _generate(self, input_ids: torch.Tensor | None = None, max_new_tokens: int |
                          "max_new_tokens (or max_length), do_sample, temperature, top_k, top_p, prompt_lengths, "
                          "attention_mask, eos_token_id, pad_token_id, streamer")
     input_ids, max_new_tokens = resolve_lengths(input_ids, inputs, max_new_tokens, max_length)
+    eos_token_id, pad_token_id = generation_ids(self, eos_token_id, pad_token_id)
     if streamer is not None and not (callable(getattr(streamer, "put", None))
                                      and callable(getattr(streamer, "end", None))):
         raise ValueError(f"streamer must have put(ids) and end() (HF's BaseStreamer), got {type(streamer).__name__}")
