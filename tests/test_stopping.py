@@ -99,3 +99,30 @@ def test_a_checkpoints_generation_config_json_is_loaded(tmp_path):
     (tmp_path / "generation_config.json").write_text("{not json")
     with pytest.raises(ValueError, match="generation_config.json.*fix the file or remove it"):
         dak.offload(str(tmp_path), batch=1, max_len=8, host_ratio=0.5, dtype=torch.float16, tune=False, graphs=False)
+
+
+def test_sampling_settings_not_given_come_from_the_generation_config():
+    """As HF: the config's do_sample/temperature/top_k/top_p, else HF's defaults (top_k 50); greedy
+    calls all share one Sampling (one decode graph), whatever the other settings say."""
+    from dak.runtime.engine import Sampling
+    model = dak.offload("tiny-llama", batch=2, max_len=12, host_ratio=0.3, dtype=torch.float16, tune=False,
+                        graphs=False)
+    seen, engine_generate = [], model.dak_engine.generate
+    model.dak_engine.generate = lambda *a, **k: seen.append(a[3]) or engine_generate(*a, **k)
+    try:
+        ids = torch.randint(3, 900, (2, 4), generator=torch.Generator().manual_seed(3))
+        greedy = model.generate(ids, max_new_tokens=4, eos_token_id=None)
+        gc = model.generation_config
+        gc.temperature, gc.top_p = 0.6, 0.9  # ignored while greedy
+        assert torch.equal(model.generate(ids, max_new_tokens=4, eos_token_id=None), greedy)
+        gc.do_sample, gc.top_k = True, 1  # sampling from the one best token is greedy
+        assert torch.equal(model.generate(ids, max_new_tokens=4, eos_token_id=None), greedy)
+        model.generate(ids, max_new_tokens=1, eos_token_id=None, top_k=7, temperature=2.0)
+        gc.do_sample, gc.top_k, gc.temperature, gc.top_p = None, None, None, None
+        model.generate(ids, max_new_tokens=1, eos_token_id=None, do_sample=True)
+        assert seen == [Sampling(), Sampling(), Sampling(True, 0.6, 1, 0.9), Sampling(True, 2.0, 7, 0.9),
+                        Sampling(True, 1.0, 50, 1.0)]
+        with pytest.raises(ValueError, match="temperature must be a positive number"):
+            model.generate(ids, max_new_tokens=1, do_sample=True, temperature=0.0)
+    finally:
+        model.dak_free()

@@ -88,7 +88,7 @@ def run(args) -> int:
     stop = {"eos_token_id": None}  # a fixed number of steps, unless --stop-at-eos
     if args.stop_at_eos:  # generate then takes eos/pad from the model's generation config, checked here first
         from ..models.spec import load_config
-        from ..runtime.stopping import read_generation_config
+        from ..runtime.generation_config import read_generation_config
         gen = read_generation_config(model_name) if os.path.isdir(model_name) else None
         eos = load_config(model_name)[1].get("eos_token_id") if gen is None else gen.eos_token_id
         if eos is None:

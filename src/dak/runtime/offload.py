@@ -30,7 +30,7 @@ from dak.runtime.kv import ATTN_NAME, DakKV, register
 from dak.runtime.memory import (check_memory, kv_host_bytes_for, kv_staging_bytes_for,  # noqa: F401
                                 staging_beyond, staging_bytes_for, within_budget)
 from dak.runtime_env import kernel_device
-from dak.runtime.stopping import UNSET, generation_ids, read_generation_config
+from dak.runtime.generation_config import UNSET, generation_ids, read_generation_config, sampling_args
 from dak.switches import check_environment
 from dak.units import parse_size
 
@@ -241,13 +241,14 @@ def _scoring_forward(hf_forward):
 
 
 def _generate(self, input_ids: torch.Tensor | None = None, max_new_tokens: int | None = None,
-              do_sample: bool = False, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
+              do_sample=UNSET, temperature=UNSET, top_k=UNSET, top_p=UNSET,
               prompt_lengths=None, eos_token_id=UNSET, pad_token_id=UNSET, attention_mask=None, streamer=None,
               max_length: int | None = None, inputs: torch.Tensor | None = None, **unused):
     """HF-style generate: returns (B, L + new) ids, the prompt followed by max_new_tokens new tokens,
     or fewer when every request reached `eos_token_id` (later tokens of a stopped request are
-    `pad_token_id`). As in HF, eos_token_id and pad_token_id not given come from the model's
-    generation_config; eos_token_id=None always generates max_new_tokens. A padded batch takes
+    `pad_token_id`). As in HF, eos_token_id, pad_token_id and the sampling settings not given come
+    from the model's generation_config (dak.runtime.generation_config); eos_token_id=None always
+    generates max_new_tokens. A padded batch takes
     `attention_mask` (left or right padding, as a tokenizer returns it) or `prompt_lengths`
     (right padding); each request's new tokens continue its own prompt. `streamer` (HF's
     BaseStreamer protocol: put(ids), end()) gets the input ids, then each step's tokens as they
@@ -260,6 +261,9 @@ def _generate(self, input_ids: torch.Tensor | None = None, max_new_tokens: int |
                          "attention_mask, eos_token_id, pad_token_id, streamer")
     input_ids, max_new_tokens = resolve_lengths(input_ids, inputs, max_new_tokens, max_length)
     eos_token_id, pad_token_id = generation_ids(self, eos_token_id, pad_token_id)
+    given = dict(do_sample=do_sample, temperature=temperature, top_k=top_k, top_p=top_p)
+    args = sampling_args(self, **{k: v for k, v in given.items() if v is not UNSET})
+    sampling = Sampling(**args) if args["do_sample"] else Sampling()  # greedy: one graph, whatever the rest
     if streamer is not None and not (callable(getattr(streamer, "put", None))
                                      and callable(getattr(streamer, "end", None))):
         raise ValueError(f"streamer must have put(ids) and end() (HF's BaseStreamer), got {type(streamer).__name__}")
@@ -273,7 +277,7 @@ def _generate(self, input_ids: torch.Tensor | None = None, max_new_tokens: int |
         streamer.put(col.cpu())
     try:
         res = self.dak_engine.generate(ids, max_new_tokens, prompt_lengths,
-                                       Sampling(do_sample, temperature, top_k, top_p), eos_token_id, pad_token_id,
+                                       sampling, eos_token_id, pad_token_id,
                                        on_token=None if streamer is None else stream)
     finally:
         if started:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import torch
 
 CHECK_EVERY = 8
-UNSET = object()  # generate's eos/pad default: the model's generation_config, as in HF's generate
 
 
 def _ids(value, name: str, vocab: int) -> list[int]:
@@ -55,41 +54,3 @@ class EosStop:
             return int(self.ended[:self.real].max()) + 1
         return generated
 
-
-def generation_ids(model, eos_token_id=UNSET, pad_token_id=UNSET):
-    """(eos_token_id, pad_token_id) for one generate call, picked as HF's generate picks them: an
-    argument given wins (eos_token_id=None: no stopping); one not given comes from the model's
-    generation_config (a checkpoint's generation_config.json, else its config.json). Ids taken
-    from there are checked against the vocabulary with a hint."""
-    gc = getattr(model, "generation_config", None)
-    from_config = eos_token_id is UNSET
-    if from_config:
-        eos_token_id = getattr(gc, "eos_token_id", None)
-    if pad_token_id is UNSET:
-        pad_token_id = getattr(gc, "pad_token_id", None)
-    if from_config and eos_token_id is not None:
-        vocab = model.config.vocab_size
-        for name, value in (("eos_token_id", eos_token_id), ("pad_token_id", pad_token_id)):
-            if value is None:
-                continue
-            try:
-                _ids(value, name, vocab)
-            except ValueError as e:
-                raise ValueError(f"the model's generation_config.{name}: {e}; pass eos_token_id=None to generate "
-                                 f"without stopping, or valid ids") from None
-    return eos_token_id, pad_token_id
-
-
-def read_generation_config(folder: str):
-    """A checkpoint folder's generation_config.json as HF's GenerationConfig, or None without one
-    (HF's from_pretrained gives a model this; local files only). Read before anything is built."""
-    import os
-    path = os.path.join(folder, "generation_config.json")
-    if not os.path.isfile(path):
-        return None
-    from transformers import GenerationConfig
-    try:
-        return GenerationConfig.from_pretrained(folder, local_files_only=True)
-    except (OSError, ValueError) as e:
-        raise ValueError(f"could not read {path}: {e}; fix the file or remove it (the model's config.json "
-                         "then gives generate its eos_token_id)") from None

@@ -1,0 +1,67 @@
+"""What `generate` takes from the model's generation config when an argument is not given, as
+HF's generate does: the EOS and pad ids and the sampling settings. A checkpoint folder's
+generation_config.json is read by `dak.offload` before anything is built (read_generation_config);
+a model built from a config alone gets HF's GenerationConfig.from_model_config (its config.json's
+ids). Explicit arguments always win: eos_token_id=None never stops, as in HF.
+"""
+
+from __future__ import annotations
+
+import os
+
+from dak.runtime.stopping import _ids
+
+UNSET = object()  # a generate argument not given
+# HF's own defaults where the generation config leaves a setting unset (transformers 5: None there)
+HF_DEFAULTS = {"do_sample": False, "temperature": 1.0, "top_k": 50, "top_p": 1.0}
+
+
+def read_generation_config(folder: str):
+    """A checkpoint folder's generation_config.json as HF's GenerationConfig, or None without one
+    (HF's from_pretrained gives a model this; local files only). Read before anything is built."""
+    path = os.path.join(folder, "generation_config.json")
+    if not os.path.isfile(path):
+        return None
+    from transformers import GenerationConfig
+    try:
+        return GenerationConfig.from_pretrained(folder, local_files_only=True)
+    except (OSError, ValueError) as e:
+        raise ValueError(f"could not read {path}: {e}; fix the file or remove it (the model's config.json "
+                         "then gives generate its eos_token_id)") from None
+
+
+def sampling_args(model, **given) -> dict:
+    """do_sample, temperature, top_k, top_p for one generate call: each given one, else the model's
+    generation config's, else HF's default (HF_DEFAULTS; top_k 50 as in HF)."""
+    gc = getattr(model, "generation_config", None)
+    out = {}
+    for name, default in HF_DEFAULTS.items():
+        value = given.get(name, UNSET)
+        if value is UNSET:
+            value = getattr(gc, name, None)
+            value = default if value is None else value
+        out[name] = value
+    return out
+
+
+def generation_ids(model, eos_token_id=UNSET, pad_token_id=UNSET):
+    """(eos_token_id, pad_token_id) for one generate call: an argument given wins (eos_token_id=None:
+    no stopping); one not given comes from the model's generation config. Ids taken from there are
+    checked against the vocabulary with a hint."""
+    gc = getattr(model, "generation_config", None)
+    from_config = eos_token_id is UNSET
+    if from_config:
+        eos_token_id = getattr(gc, "eos_token_id", None)
+    if pad_token_id is UNSET:
+        pad_token_id = getattr(gc, "pad_token_id", None)
+    if from_config and eos_token_id is not None:
+        vocab = model.config.vocab_size
+        for name, value in (("eos_token_id", eos_token_id), ("pad_token_id", pad_token_id)):
+            if value is None:
+                continue
+            try:
+                _ids(value, name, vocab)
+            except ValueError as e:
+                raise ValueError(f"the model's generation_config.{name}: {e}; pass eos_token_id=None to generate "
+                                 f"without stopping, or valid ids") from None
+    return eos_token_id, pad_token_id
