@@ -191,7 +191,9 @@ def test_kv_ahead_prices_a_calibrated_attention_at_its_all_hbm_time():
     on, off = chain_time(ops, host, prof, kv_ahead=True), chain_time(ops, host, prof)
     assert off.times[i] == pytest.approx(op_time(op, x, prof)) and off.times[i] > 20 * t0
     assert on.times[i] == pytest.approx(t0) and not on.copy_engine[i]
-    kv_link = x * op.traffic / H200.host_bandwidth_ce + H200.copy_op_overhead_s
+    # the copy moves each staged request's rows up to its step's bucket cap (16/32/48/64 at
+    # L = G = 32): 16 steps copy 48 rows, 15 copy 64, against 48.5 attended on average
+    kv_link = x * op.bytes * (16 * 48 + 15 * 64) / 31 / 64 / H200.host_bandwidth_ce + H200.copy_op_overhead_s
     assert on.link_s == pytest.approx(off.link_s - x * op.traffic / H200.split_host_bandwidth + kv_link)
     assert chain_time(ops, host, H200, kv_ahead=True) == chain_time(ops, host, H200)  # no curve: as fitted
     excess = H200.attention_host_excess * x * op.traffic / H200.split_host_bandwidth
@@ -234,12 +236,34 @@ def test_roofline_kv_ahead_flag_moves_uncalibrated_host_kv_to_the_link_side(monk
     monkeypatch.setenv("DAK_ROOFLINE_KV_AHEAD", "1")
     on = chain_time(ops, host, H200, kv_ahead=True)
     assert on.times[i] == pytest.approx(op_time(op, 0.0, H200))
-    kv_link = x * op.traffic / H200.host_bandwidth_ce + H200.copy_op_overhead_s
+    # the copy moves each staged request's rows up to its step's bucket cap (16/32/48/64 at
+    # L = G = 32): 16 steps copy 48 rows, 15 copy 64, against 48.5 attended on average
+    kv_link = x * op.bytes * (16 * 48 + 15 * 64) / 31 / 64 / H200.host_bandwidth_ce + H200.copy_op_overhead_s
     assert on.link_s == pytest.approx(off.link_s - x * op.traffic / H200.split_host_bandwidth + kv_link)
     excess = H200.attention_host_excess * x * op.traffic / H200.split_host_bandwidth
     assert split_overhead(ops, host, W, H200, kv_ahead=True) == pytest.approx(excess)
     assert chain_time(ops, host, H200, kv_ahead=False).times[i] == off.times[i]  # no copy-ahead: in place
 
+
+
+@pytest.mark.parametrize("L,G,buckets,rows", [
+    (32, 32, 4, (16 * 48 + 15 * 64) / 31), (32, 32, 1, 64), (5, 1, 4, 6), (100, 7, 2, 107),
+    (10, 20, 3, (10 * 20 + 9 * 30) / 19),
+])
+def test_copied_rows_follow_the_engines_buckets(L, G, buckets, rows):
+    """Decode step t (1..G-1) holds L + t keys and replays the graph of the smallest bucket cap
+    >= that, whose K/V copy moves that many positions (dak.runtime.engine)."""
+    from dak.models.ops import copied_rows, kv_bucket_caps
+    from dak.runtime.engine import kv_bucket_caps as engine_caps
+    assert engine_caps is kv_bucket_caps
+    w = Workload("decode", 3, L, G)
+    assert copied_rows(w, buckets) == pytest.approx(rows)
+    op = next(op for op in list_operators(load_spec("llama-2-7b"), w) if op.kind == "attention")
+    if buckets == 4:
+        assert op.copied == pytest.approx(op.bytes * rows / (L + G)) and op.copied >= op.traffic
+    pre = next(o for o in list_operators(load_spec("llama-2-7b"), Workload("prefill", 3, L, G))
+               if o.kind == "attention")
+    assert pre.copied == pre.traffic == pre.bytes * L / (L + G)  # prefill: the prompt's K/V, no buckets
 
 
 def test_a_calibrated_copy_engine_linear_still_pays_its_copy_start_up():

@@ -15,6 +15,9 @@ prefill of the batch):
   generation, ctx = L + (G+1)/2 (step t in 1..G attends to L+t tokens);
   flops = 4*B*heads*head_dim*ctx.  Prefill traffic = the B*L tokens of KV
   written; flops = 4*B*heads*head_dim*L*(L+1)/2 (causal).  Unit = one request.
+  Decode copy_traffic: the KV of B requests at the rows a staged request's
+  copy moves, averaged over the decode steps: each step's graph copies up to
+  its cache-length bucket (kv_bucket_caps), not just the rows in use.
 * embeddings: bytes = rows*H*d, traffic = the gathered rows only (B for
   decode, B*L for prefill), flops = 0.  Unit = one row.  With tied word
   embeddings (OPT) the shared table is the single ``lm_head`` operator and its
@@ -26,6 +29,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from ..defaults import DEFAULT_KV_BUCKETS
 from ..units import GIB
 from .spec import ModelSpec
 
@@ -68,6 +72,23 @@ class Workload:
         return self.prompt_len + (self.gen_len + 1) / 2 if self.phase == "decode" else float(self.prompt_len)
 
 
+def kv_bucket_caps(max_len: int, buckets: int) -> tuple[int, ...]:
+    """The cache lengths decode graphs are captured for (dak.runtime.engine): `buckets` even steps
+    up to max_len; a step runs the graph of the smallest cap >= its keys."""
+    if isinstance(buckets, bool) or not isinstance(buckets, int) or buckets < 1:
+        raise ValueError(f"kv_buckets must be an integer >= 1, got {buckets!r}")
+    return tuple(sorted({max(1, -(-max_len * (i + 1) // buckets)) for i in range(buckets)}))
+
+
+def copied_rows(w: "Workload", buckets: int = DEFAULT_KV_BUCKETS) -> float:
+    """Positions a staged request's K/V copy moves per decode step, averaged over the steps: step
+    t in 1..G-1 (the first token comes from prefill) holds L + t keys and runs the graph of the
+    smallest bucket cap >= that, which copies that many positions (dak.runtime.engine)."""
+    caps = kv_bucket_caps(w.prompt_len + w.gen_len, buckets)
+    needs = [w.prompt_len + t for t in range(1, w.gen_len)] or [w.prompt_len + 1]
+    return sum(next(c for c in caps if c >= n) for n in needs) / len(needs)
+
+
 @dataclass(frozen=True)
 class Operator:
     name: str
@@ -81,6 +102,12 @@ class Operator:
     units: int                      # number of units (last may be partial)
     unit_name: str                  # 'rows' (linear tiles), 'requests', 'rows' (embeddings)
     unit_rows: int = 1              # rows per unit (tile_rows for linears)
+    copy_traffic: float | None = None  # bytes a whole-operator host copy moves per step, where not traffic
+
+    @property
+    def copied(self) -> float:
+        """Bytes per step the copy engine moves if all of this operator is staged from the host."""
+        return self.traffic if self.copy_traffic is None else self.copy_traffic
 
     def host_bytes_for(self, k: int) -> int:
         """Exact bytes of k units (the partial unit is moved last)."""
@@ -113,16 +140,18 @@ def _attention(spec: ModelSpec, layer: int, w: Workload) -> Operator:
     d = w.dtype_bytes
     per_token = spec.kv_elements_per_token() * d
     B, L, G = w.batch, w.prompt_len, w.gen_len
+    copied = None
     if w.phase == "decode":
         traffic = per_token * B * w.context
         flops = 4.0 * B * spec.num_heads * spec.head_dim * w.context
+        copied = per_token * B * copied_rows(w)
     else:
         traffic = float(per_token * B * L)
         flops = 4.0 * B * spec.num_heads * spec.head_dim * L * (L + 1) / 2
     unit = per_token * (L + G)
     return Operator(name=f"layers.{layer}.self_attn.attention", kind="attention", layer=layer,
                     shape=None, bytes=unit * B, traffic=traffic, flops=flops,
-                    unit_bytes=unit, units=B, unit_name="requests")
+                    unit_bytes=unit, units=B, unit_name="requests", copy_traffic=copied)
 
 
 def list_operators(spec: ModelSpec, w: Workload, tile_rows: int = 64) -> list[Operator]:

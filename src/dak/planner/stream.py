@@ -90,7 +90,7 @@ def chain_time(ops, host_bytes, profile, many: bool = False, kv_ahead: bool = Fa
         flags.append(ce)
         if copied_ahead(op, h, profile, kv_ahead):
             times.append(op_time(op, 0.0, profile))
-            link += x * op.traffic / profile.host_bandwidth_ce + profile.copy_op_overhead_s
+            link += x * op.copied / profile.host_bandwidth_ce + profile.copy_op_overhead_s  # up to the bucket
         elif ce:
             times.append(ce_local_time(op, x, profile))
             copy = x * op.traffic / profile.host_bandwidth_ce

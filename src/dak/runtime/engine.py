@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import torch
 
 from dak.defaults import DEFAULT_KV_AHEAD, DEFAULT_KV_BUCKETS
+from dak.models.ops import kv_bucket_caps  # noqa: F401 -- re-exported (dak.runtime.offload, tests)
 from dak.kernels.copy_ahead import chains_of, copy_ahead_step, link_chain, prime, record_chain
 from dak.kernels.streams import side_stream
 from dak.runtime.fused import decode_step, fused
@@ -35,13 +36,6 @@ class GenerateResult:
     ttft_s: float              # prefill + first token
     tpot_s: float              # mean time per decode step after the first token
     steps: int
-
-
-def kv_bucket_caps(max_len: int, buckets: int) -> tuple[int, ...]:
-    """The cache lengths decode graphs are captured for: `buckets` even steps up to max_len."""
-    if isinstance(buckets, bool) or not isinstance(buckets, int) or buckets < 1:
-        raise ValueError(f"kv_buckets must be an integer >= 1, got {buckets!r}")
-    return tuple(sorted({max(1, -(-max_len * (i + 1) // buckets)) for i in range(buckets)}))
 
 
 class Engine:
