@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh H92|H93|H94 (calls already run: benchmarks/h200_past_calls.sh, same usage)
+#   bash benchmarks/h200_next.sh H92|H93|H94|H95|H96 (calls already run: benchmarks/h200_past_calls.sh, same usage)
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -66,7 +66,22 @@ H94) # (twenty-ninth session, CPU) the h200-pcie-gemv preset (all-HBM decode lin
         step 140 $local_e2e --hardware h200-pcie-gemv --out "$OUT/e2e-h94-gemv-$run.json"
     done
     ;;
+H95) # (thirtieth session) generate now takes eos/pad and sampling from the generation config (HF's default); the
+    # runtime GPU tests pass eos_token_id=None where they need fixed lengths: rerun the files that call generate
+    step 560 python3 -u -m pytest -q -p no:cacheprovider tests/test_runtime_gpu.py tests/test_prefill_graphs_gpu.py
+    ;;
+H96) # (thirtieth session, CPU) the decode graphs copy a staged request's K/V up to its step's cache-length bucket
+    # (55.7 of 64 positions at prompt 32 + 32 with 4 buckets; the planner prices that now): more buckets copy fewer
+    # rows (8: 51.6) for more graphs. The default plans with host K/V (OPT-30B at 5%: 672 MiB, OPT-6.7B at 10%:
+    # 256 MiB) at 4, 8 and 16 buckets, alternated twice; if 8 or 16 is faster on both, raise DEFAULT_KV_BUCKETS
+    local_e2e="python3 -m dak bench e2e --models opt-30b,opt-6.7b --batch 8 --ratios 5,10 --systems dak-consolidated"
+    for run in 1 2; do
+        for kb in 4 8 16; do
+            step 90 $local_e2e --kv-buckets $kb --out "$OUT/e2e-h96-kv$kb-$run.json"
+        done
+    done
+    ;;
 *)  . "$(dirname "$0")/h200_past_calls.sh"  # calls already run, kept to rerun or read
-    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H92|H93|H94 (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
+    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H92|H93|H94|H95|H96 (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
 esac
 tail -c 3000 "$log"
