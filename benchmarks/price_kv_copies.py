@@ -1,13 +1,17 @@
-"""Host K/V copied ahead, priced at the rows the copy moves: re-price committed e2e runs (CPU).
+"""Host K/V copied ahead, priced as the runtime copies it: re-price committed e2e runs (CPU).
 
-The engine's decode graphs copy each staged request's K/V up to the cache-length bucket of the
-step (dak.runtime.engine, 4 buckets by default), not just the positions in use; the planner now
-prices a copied-ahead attention's link time at those rows (Operator.copy_traffic,
-dak.models.ops.copied_rows: 55.7 of 64 positions at prompt 32 + 32 new tokens, against 48.5
-attended on average). This script re-plans every dak row of the given `bench e2e` JSONs as its run
-planned it (the run's profile and $DAK_* switches, host K/V copies priced at the attended length,
-as the planner did then) and prints predicted / measured for that placement under the old and
-the new pricing, and whether the new pricing plans the row differently.
+Two things the planner now mirrors (thirtieth session), for an attention priced as copied a layer
+ahead (a calibrated one, or any under $DAK_ROOFLINE_KV_AHEAD=1):
+- the engine's decode graphs copy each staged request's K/V up to the cache-length bucket of the
+  step (dak.runtime.engine, 4 buckets by default), not just the positions in use: the link time
+  is priced at those rows (Operator.copy_traffic, dak.models.ops.copied_rows: 55.7 of 64
+  positions at prompt 32 + 32 new tokens, against 48.5 attended on average);
+- the untuned attention config reads host K/V under 4 MiB a layer in place, without the copy
+  engine (dak.shares.ATTENTION_CE_MIN_BYTES): such parts are priced as read in place.
+This script re-plans every dak row of the given `bench e2e` JSONs as its run planned it (the run's
+profile and $DAK_* switches, the previous pricing) and prints predicted / measured for that
+placement under the previous and the current pricing, and whether the current one plans the row
+differently.
 
     PYTHONPATH=src python3 benchmarks/price_kv_copies.py benchmarks/results/e2e-h47-{a,b,c}-s21-h200.json \\
         benchmarks/results/e2e-h50-{a,b}-s21-h200.json [--profile RUN_PATH=LOCAL] [--json out.json]
@@ -22,6 +26,7 @@ import statistics
 from contextlib import contextmanager
 
 import dak.models.ops as model_ops
+import dak.planner.overhead as overhead
 from dak.bench.meta import git_sha
 from dak.defaults import DEFAULT_FUSE_PROJECTIONS, DEFAULT_KV_AHEAD
 from dak.hardware import get_profile
@@ -32,14 +37,16 @@ from dak.planner.stream import chain_predict
 
 
 @contextmanager
-def attended_copies():
-    """The old pricing: a staged request's copy priced at the attended context, not the bucket."""
-    real = model_ops.copied_rows
+def previous_pricing():
+    """The planner before the thirtieth session: every host K/V part of an attention priced as
+    copied ahead (none read in place), at the attended context rather than the bucket's rows."""
+    rows, floor = model_ops.copied_rows, overhead.ATTENTION_CE_MIN_BYTES
     model_ops.copied_rows = lambda w, buckets=None: w.context
+    overhead.ATTENTION_CE_MIN_BYTES = 1
     try:
         yield
     finally:
-        model_ops.copied_rows = real
+        model_ops.copied_rows, overhead.ATTENTION_CE_MIN_BYTES = rows, floor
 
 
 @contextmanager
@@ -66,7 +73,7 @@ def reprice(path: str, moved: dict) -> list[dict]:
             spec, policy = load_spec(r["model"]), r["system"].removeprefix("dak-")
             kw = dict(fused=DEFAULT_FUSE_PROJECTIONS, kv_ahead=DEFAULT_KV_AHEAD)
             base = step_overhead(spec, w, prof)
-            with attended_copies():
+            with previous_pricing():
                 ran = plan(spec, w, prof, r["hbm_budget"], policy, **kw)
                 host = [o.host_bytes for o in ran.ops]
                 old = chain_predict(list_operators(spec, w), host, w, prof, base=base, **kw)

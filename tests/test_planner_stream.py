@@ -243,6 +243,12 @@ def test_roofline_kv_ahead_flag_moves_uncalibrated_host_kv_to_the_link_side(monk
     excess = H200.attention_host_excess * x * op.traffic / H200.split_host_bandwidth
     assert split_overhead(ops, host, W, H200, kv_ahead=True) == pytest.approx(excess)
     assert chain_time(ops, host, H200, kv_ahead=False).times[i] == off.times[i]  # no copy-ahead: in place
+    from dak.shares import ATTENTION_CE_MIN_BYTES
+    assert host[i] >= ATTENTION_CE_MIN_BYTES
+    thin = [0] * len(ops)  # one request: 1 MiB, under the size the untuned config copies (read in place)
+    thin[i] = op.host_bytes_for(1)
+    assert thin[i] < ATTENTION_CE_MIN_BYTES
+    assert chain_time(ops, thin, H200, kv_ahead=True).times[i] == pytest.approx(op_time(op, thin[i] / op.bytes, H200))
 
 
 

@@ -224,3 +224,20 @@ def test_rejects_bad_out_and_config():
                {"hbm_splits": 0}, {"host_splits": 1000}):
         with pytest.raises(ValueError):
             AttentionConfig(**kw)
+
+
+def test_the_planner_copies_ahead_exactly_the_host_parts_the_untuned_config_stages(monkeypatch):
+    """Host K/V under ATTENTION_CE_MIN_BYTES a layer are read in place by the untuned config and
+    priced so; from it on they are staged by the copy engine and priced as copied ahead."""
+    from dak.hardware import get_profile
+    from dak.models import Workload, list_operators, load_spec
+    from dak.planner.overhead import copied_ahead
+    monkeypatch.setenv("DAK_ROOFLINE_KV_AHEAD", "1")
+    w = Workload("decode", 8, 32, 32)
+    op = next(o for o in list_operators(load_spec("llama-2-7b"), w) if o.kind == "attention")
+    spec = load_spec("llama-2-7b")
+    for b_h in range(0, 9):
+        cfg = heuristic_config(b_h, 8 - b_h, spec.num_kv_heads, 1, 64, spec.head_dim, 132, staging=True)
+        staged = cfg.ce_share > 0
+        assert staged == copied_ahead(op, op.host_bytes_for(b_h), get_profile("h200-pcie"), True), b_h
+        assert staged == (b_h >= 4)  # 1 MiB of K/V a request: 4 MiB from 4 requests on

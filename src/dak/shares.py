@@ -19,6 +19,10 @@ import os
 # Above this host share a memory-bound operator is link-bound on a PCIe Gen5 GPU (x* = B_h /
 # (B_h + B_g) ~ 1.5% on the H200); the untuned config then moves host rows by copy engine.
 LINK_BOUND_SHARE = 0.02
+# A decode attention's host K/V (per layer, at the cache's capacity) below this are read in place by
+# the untuned config; from it on the copy engine stages them (dak.kernels.attention_config, and the
+# planner's copied_ahead): a copy and its wait cost more than a few MiB of SM loads.
+ATTENTION_CE_MIN_BYTES = 4 << 20
 
 
 def env_flag(name: str, default: bool) -> bool:

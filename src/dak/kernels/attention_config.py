@@ -11,10 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from dak.shares import ATTENTION_CE_MIN_BYTES
+
 HEAD_DIMS = (16, 32, 64, 128, 256)
 CTAS_PER_SM = 2  # resident decode programs per SM at block_n=64, head_dim=128, 3 stages
 MAX_SPLITS = 256
-CE_MIN_BYTES = 4 << 20  # smaller host parts are read in place (a copy + sync costs more)
+CE_MIN_BYTES = ATTENTION_CE_MIN_BYTES  # smaller host parts are read in place (a copy + sync costs more)
 MIN_SPLIT_KEYS = 256  # an HBM split shorter than this costs more in its merge launch than it gains
 SHORT_KEYS = 256  # all-HBM contexts of 129-256 keys with fewer items than SMs: 128-key tiles (H59, H60)
 

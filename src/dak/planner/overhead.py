@@ -21,7 +21,8 @@ from __future__ import annotations
 from ..hardware import HardwareProfile
 from ..models.ops import Workload
 from ..models.spec import ModelSpec
-from ..shares import ce_min_share, env_flag, fused_layer_enabled, gemv_enabled, gemv_silu_enabled
+from ..shares import (ATTENTION_CE_MIN_BYTES, ce_min_share, env_flag, fused_layer_enabled, gemv_enabled,
+                      gemv_silu_enabled)
 from .curves import PROJECTION_GROUPS, curve_for  # noqa: F401 -- PROJECTION_GROUPS re-exported
 
 
@@ -94,8 +95,9 @@ def copied_ahead(op, host: int, profile: HardwareProfile, kv_ahead: bool) -> boo
     """Whether `op` is an attention whose host K/V the engine copies a layer ahead (`kv_ahead`)
     and is priced so: a calibrated one (its curve timed the kernel reading host K/V in place,
     which then does not happen), or any under roofline_kv_ahead(); dak.planner.stream.chain_time
-    prices it, split_overhead adds the profile's excess."""
-    return (kv_ahead and bool(host) and op.kind == "attention"
+    prices it, split_overhead adds the profile's excess. Host K/V under ATTENTION_CE_MIN_BYTES a
+    layer are read in place by the runtime's untuned config, and priced so."""
+    return (kv_ahead and host >= ATTENTION_CE_MIN_BYTES and op.kind == "attention"
             and (curve_for(op, profile) is not None or roofline_kv_ahead()))
 
 
