@@ -124,5 +124,8 @@ def test_sampling_settings_not_given_come_from_the_generation_config():
                         Sampling(True, 1.0, 50, 1.0)]
         with pytest.raises(ValueError, match="temperature must be a positive number"):
             model.generate(ids, max_new_tokens=1, do_sample=True, temperature=0.0)
+        gc.do_sample, gc.temperature = True, 0.0  # a config that HF would refuse too: said where it came from
+        with pytest.raises(ValueError, match="generation_config set do_sample, temperature"):
+            model.generate(ids, max_new_tokens=1)
     finally:
         model.dak_free()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from dak.runtime.stopping import _ids
+from dak.runtime.stopping import token_ids
 
 UNSET = object()  # a generate argument not given
 # HF's own defaults where the generation config leaves a setting unset (transformers 5: None there)
@@ -30,18 +30,30 @@ def read_generation_config(folder: str):
                          "then gives generate its eos_token_id)") from None
 
 
-def sampling_args(model, **given) -> dict:
-    """do_sample, temperature, top_k, top_p for one generate call: each given one, else the model's
-    generation config's, else HF's default (HF_DEFAULTS; top_k 50 as in HF)."""
+def sampling_for(model, **given):
+    """The Sampling of one generate call: do_sample, temperature, top_k, top_p each as given
+    (arguments left out are not in `given`), else the model's generation config's, else HF's
+    default (HF_DEFAULTS; top_k 50 as in HF). Greedy calls all get Sampling() (one decode graph),
+    whatever the other settings say, as HF ignores them then."""
+    from dak.runtime.sampling import Sampling
     gc = getattr(model, "generation_config", None)
-    out = {}
+    args, from_config = {}, []
     for name, default in HF_DEFAULTS.items():
         value = given.get(name, UNSET)
         if value is UNSET:
             value = getattr(gc, name, None)
+            from_config += [name] if value is not None else []
             value = default if value is None else value
-        out[name] = value
-    return out
+        args[name] = value
+    if not args["do_sample"]:
+        return Sampling()
+    try:
+        return Sampling(**args)
+    except ValueError as e:
+        if not from_config:
+            raise
+        raise ValueError(f"{e} (the model's generation_config set {', '.join(from_config)}: pass them to "
+                         "generate)") from None
 
 
 def generation_ids(model, eos_token_id=UNSET, pad_token_id=UNSET):
@@ -60,7 +72,7 @@ def generation_ids(model, eos_token_id=UNSET, pad_token_id=UNSET):
             if value is None:
                 continue
             try:
-                _ids(value, name, vocab)
+                token_ids(value, name, vocab)
             except ValueError as e:
                 raise ValueError(f"the model's generation_config.{name}: {e}; pass eos_token_id=None to generate "
                                  f"without stopping, or valid ids") from None

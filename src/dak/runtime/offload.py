@@ -25,12 +25,12 @@ from dak.models.ops import Workload, list_operators, minimum_hbm_set
 from dak.models.spec import ModelSpec, load_config
 from dak.planner import plan
 from dak.defaults import DEFAULT_FUSE_PROJECTIONS, DEFAULT_KV_AHEAD, DEFAULT_KV_BUCKETS, DEFAULT_POLICY
-from dak.runtime.engine import Engine, Sampling, kv_bucket_caps
+from dak.runtime.engine import Engine, kv_bucket_caps
 from dak.runtime.kv import ATTN_NAME, DakKV, register
 from dak.runtime.memory import (check_memory, kv_host_bytes_for, kv_staging_bytes_for,  # noqa: F401
                                 staging_beyond, staging_bytes_for, within_budget)
 from dak.runtime_env import kernel_device
-from dak.runtime.generation_config import UNSET, generation_ids, read_generation_config, sampling_args
+from dak.runtime.generation_config import UNSET, generation_ids, read_generation_config, sampling_for
 from dak.switches import check_environment
 from dak.units import parse_size
 
@@ -262,8 +262,7 @@ def _generate(self, input_ids: torch.Tensor | None = None, max_new_tokens: int |
     input_ids, max_new_tokens = resolve_lengths(input_ids, inputs, max_new_tokens, max_length)
     eos_token_id, pad_token_id = generation_ids(self, eos_token_id, pad_token_id)
     given = dict(do_sample=do_sample, temperature=temperature, top_k=top_k, top_p=top_p)
-    args = sampling_args(self, **{k: v for k, v in given.items() if v is not UNSET})
-    sampling = Sampling(**args) if args["do_sample"] else Sampling()  # greedy: one graph, whatever the rest
+    sampling = sampling_for(self, **{k: v for k, v in given.items() if v is not UNSET})
     if streamer is not None and not (callable(getattr(streamer, "put", None))
                                      and callable(getattr(streamer, "end", None))):
         raise ValueError(f"streamer must have put(ids) and end() (HF's BaseStreamer), got {type(streamer).__name__}")

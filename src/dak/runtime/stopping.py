@@ -14,7 +14,7 @@ import torch
 CHECK_EVERY = 8
 
 
-def _ids(value, name: str, vocab: int) -> list[int]:
+def token_ids(value, name: str, vocab: int) -> list[int]:
     vals = [value] if isinstance(value, int) and not isinstance(value, bool) else value
     if (not isinstance(vals, (list, tuple)) or not vals
             or any(isinstance(v, bool) or not isinstance(v, int) for v in vals)):
@@ -28,8 +28,8 @@ class EosStop:
     """EOS bookkeeping for one generate call over a static batch whose first `real` rows are requests."""
 
     def __init__(self, eos_token_id, pad_token_id, vocab: int, batch: int, real: int, device):
-        self.eos = torch.tensor(_ids(eos_token_id, "eos_token_id", vocab), device=device)
-        pad = self.eos[0].item() if pad_token_id is None else _ids(pad_token_id, "pad_token_id", vocab)[0]
+        self.eos = torch.tensor(token_ids(eos_token_id, "eos_token_id", vocab), device=device)
+        pad = self.eos[0].item() if pad_token_id is None else token_ids(pad_token_id, "pad_token_id", vocab)[0]
         self.pad = torch.tensor(pad, device=device)
         self.done = torch.zeros(batch, dtype=torch.bool, device=device)
         self.done[real:] = True  # padding rows of the static batch never hold generation up
