@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh H92|H93|H94|H95|H96 (calls already run: benchmarks/h200_past_calls.sh, same usage)
+#   bash benchmarks/h200_next.sh H92|H93|H94|H95|H96|H97|H97b (calls already run: benchmarks/h200_past_calls.sh, same usage)
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -81,7 +81,21 @@ H96) # (thirtieth session, CPU) the decode graphs copy a staged request's K/V up
         done
     done
     ;;
+H97) # (thirtieth session, CPU) with host K/V priced as the runtime copies it (bucket rows, parts under 4 MiB a layer
+    # in place), $DAK_ROOFLINE_KV_AHEAD=1 changes 6 of the 24 batch-8 plans at 1-40%: Llama-2-7B and OPT-6.7B at 5%
+    # (to host K/V: H47/H50 measured 3.4% faster / 1% slower), at 40% (away from it), OPT-30B at 5/10% (away from
+    # it). Default vs the flag on exactly those rows (H97: the 7B models, H97b: OPT-30B); if the flag is faster
+    # overall, make it the default
+    for model_x in llama-2-7b:5,40 opt-6.7b:5,40; do
+        ab 120 DAK_ROOFLINE_KV_AHEAD=1 "e2e-h97-${model_x%%:*}" python3 -m dak bench e2e --models "${model_x%%:*}" \
+            --batch 8 --ratios "${model_x#*:}" --systems dak-consolidated
+    done
+    ;;
+H97b) # the OPT-30B half of H97
+    ab 250 DAK_ROOFLINE_KV_AHEAD=1 e2e-h97-opt-30b python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 5,10 \
+        --systems dak-consolidated
+    ;;
 *)  . "$(dirname "$0")/h200_past_calls.sh"  # calls already run, kept to rerun or read
-    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H92|H93|H94|H95|H96 (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
+    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H92|H93|H94|H95|H96|H97|H97b (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
 esac
 tail -c 3000 "$log"
