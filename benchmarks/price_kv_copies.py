@@ -28,7 +28,7 @@ from contextlib import contextmanager
 import dak.models.ops as model_ops
 import dak.planner.overhead as overhead
 from dak.bench.meta import git_sha
-from dak.defaults import DEFAULT_FUSE_PROJECTIONS, DEFAULT_KV_AHEAD
+from dak.defaults import DEFAULT_FUSE_PROJECTIONS, DEFAULT_KV_AHEAD, DEFAULT_KV_BUCKETS
 from dak.hardware import get_profile
 from dak.models import Workload, list_operators, load_spec
 from dak.planner import plan
@@ -41,7 +41,7 @@ def previous_pricing():
     """The planner before the thirtieth session: every host K/V part of an attention priced as
     copied ahead (none read in place), at the attended context rather than the bucket's rows."""
     rows, floor = model_ops.copied_rows, overhead.ATTENTION_CE_MIN_BYTES
-    model_ops.copied_rows = lambda w, buckets=None: w.context
+    model_ops.copied_rows = lambda w: w.context
     overhead.ATTENTION_CE_MIN_BYTES = 1
     try:
         yield
@@ -69,7 +69,8 @@ def reprice(path: str, moved: dict) -> list[dict]:
         for r in d["rows"]:
             if not r["system"].startswith("dak-") or r.get("status") != "ok" or r.get("kind") != "ratio":
                 continue
-            w = Workload("decode", r["batch"], r["prompt_len"], r["gen_len"], r["dtype"])
+            w = Workload("decode", r["batch"], r["prompt_len"], r["gen_len"], r["dtype"],
+                         d["config"].get("kv_buckets", DEFAULT_KV_BUCKETS))
             spec, policy = load_spec(r["model"]), r["system"].removeprefix("dak-")
             kw = dict(fused=DEFAULT_FUSE_PROJECTIONS, kv_ahead=DEFAULT_KV_AHEAD)
             base = step_overhead(spec, w, prof)

@@ -151,3 +151,33 @@ def test_strict_budget_fits_the_staging_inside(capsys):
     assert pl.hbm_bytes + staging_beyond(pl, spec) <= 100 * 2**30
     fits = placement_for(spec, w, get_profile("h200-pcie"), "139GiB", "consolidated", None, strict_budget=True)
     assert fits.host_bytes == 0 and staging_beyond(fits, spec) == 0  # nothing on the host: nothing staged
+
+
+def test_kv_buckets_reach_the_planner(capsys, monkeypatch):
+    """dak plan --kv-buckets and dak.offload(kv_buckets=) plan with the engine's buckets: host K/V
+    copied ahead are priced up to each step's bucket, so fewer buckets never predict a faster step."""
+    import torch
+
+    import dak
+    from dak.baselines.e2e import budget_for
+    from dak.hardware import get_profile
+    from dak.models import Workload, load_spec
+    monkeypatch.setenv("DAK_ROOFLINE_KV_AHEAD", "1")  # Llama-2-7B at 5%: every request's K/V on the host
+    budget = budget_for(load_spec("llama-2-7b"), Workload("decode", 8, 32, 32), 0.05, get_profile("h200-pcie"))
+    steps = []
+    for kb in ("1", "4", "64"):
+        assert main(["plan", "--model", "llama-2-7b", "--hbm-budget", str(budget), "--batch", "8", "--prompt-len",
+                     "32", "--gen-len", "32", "--kv-buckets", kb, "--json"]) == 0
+        out = json.loads(capsys.readouterr().out)
+        assert out["workload"]["kv_buckets"] == int(kb)
+        assert sum(o["host_bytes"] for o in out["ops"] if o["name"].endswith("attention")) > 0
+        steps.append(out["comparison"]["consolidated"]["predicted_s"])
+    assert steps[0] > steps[1] > steps[2]
+    assert main(["plan", "--model", "tiny-llama", "--kv-buckets", "0"]) == 2
+    assert "--kv-buckets" in capsys.readouterr().err
+    model = dak.offload("tiny-llama", batch=2, max_len=8, host_ratio=0.5, dtype=torch.float16, tune=False,
+                        kv_buckets=2)
+    try:
+        assert model.dak_placement.workload.kv_buckets == 2 and model.dak_engine.kv_caps == (4, 8)
+    finally:
+        model.dak_free()

@@ -87,6 +87,7 @@ def test_minimum_set():
     (dict(phase="prefill", batch=1, prompt_len=1, gen_len=-1), "gen_len"),
     (dict(phase="decode", batch=1, prompt_len=1, gen_len=1, dtype="int8"), "unsupported dtype 'int8'"),
     (dict(phase="train", batch=1, prompt_len=1, gen_len=1), "phase"),
+    (dict(phase="decode", batch=1, prompt_len=1, gen_len=1, kv_buckets=0), "kv_buckets"),
 ])
 def test_workload_errors(kwargs, match):
     with pytest.raises(ValueError, match=match):

@@ -147,7 +147,7 @@ def plan_cases(cfg: E2EConfig, free_hbm: int | None = None) -> list[Case]:
         name, hf = load_config(model)
         spec = ModelSpec.from_config(hf, name=name)
         for batch in cfg.batches:
-            w = Workload("decode", batch, cfg.prompt_len, cfg.gen_len, cfg.dtype)
+            w = Workload("decode", batch, cfg.prompt_len, cfg.gen_len, cfg.dtype, cfg.kv_buckets)
             for i, x in enumerate(cfg.ratios):
                 first = None  # the first system that runs at this x (dak-greedy when asked for)
                 for system in sorted(cfg.systems, key=SYSTEMS.index):
@@ -174,7 +174,7 @@ def real_capacity_cases(cfg: E2EConfig, free_hbm: int | None = None) -> list[Cas
     if cfg.real_capacity:
         name, hf = load_config(cfg.real_capacity)
         spec = ModelSpec.from_config(hf, name=name)
-        w = Workload("decode", cfg.rc_batch, cfg.rc_prompt_len, cfg.rc_gen_len, cfg.dtype)
+        w = Workload("decode", cfg.rc_batch, cfg.rc_prompt_len, cfg.rc_gen_len, cfg.dtype, cfg.kv_buckets)
         free = profile.hbm_capacity - CONTEXT_BYTES if free_hbm is None else free_hbm
         b = min(real_capacity_budget(spec, w, free, cfg.rc_margin), profile.hbm_capacity)
         for system in cfg.rc_systems:

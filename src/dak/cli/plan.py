@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections import OrderedDict
 
-from ..defaults import DEFAULT_POLICY
+from ..defaults import DEFAULT_KV_BUCKETS, DEFAULT_POLICY
 from ..hardware import get_profile
 from ..models import Workload, load_spec
 from ..models.ops import DEFAULT_RESERVE
@@ -35,18 +35,22 @@ def add_parser(sub) -> None:
 
 
 def add_workload_args(p, dtypes: str = "bf16 | fp16 | fp32") -> None:
-    """--batch, --prompt-len, --gen-len, --dtype, --phase (read back by `workload_from`)."""
+    """--batch, --prompt-len, --gen-len, --dtype, --phase, --kv-buckets (read back by `workload_from`)."""
     p.add_argument("--batch", default="8", help="batch size B (default 8)")
     p.add_argument("--prompt-len", default="512", help="prompt length L in tokens (default 512)")
     p.add_argument("--gen-len", default="128", help="generated tokens G (default 128)")
     p.add_argument("--dtype", default="bf16", help=f"{dtypes} (default bf16)")
     p.add_argument("--phase", default="decode", help="decode | prefill (default decode)")
+    p.add_argument("--kv-buckets", default=str(DEFAULT_KV_BUCKETS), help="decode graphs per cache length, as the "
+                   f"engine runs them: host K/V copied ahead are priced up to each step's bucket (default "
+                   f"{DEFAULT_KV_BUCKETS})")
 
 
 def workload_from(args) -> Workload:
     return Workload(phase=args.phase, batch=_int("--batch", args.batch),
                     prompt_len=_int("--prompt-len", args.prompt_len),
-                    gen_len=_int("--gen-len", args.gen_len), dtype=args.dtype)
+                    gen_len=_int("--gen-len", args.gen_len), dtype=args.dtype,
+                    kv_buckets=_int("--kv-buckets", args.kv_buckets, 1))
 
 
 def _int(name: str, text: str, minimum: int | None = None) -> int:

@@ -46,13 +46,15 @@ class Workload:
     prompt_len: int     # L tokens
     gen_len: int        # G generated tokens
     dtype: str = "bf16"
+    kv_buckets: int = DEFAULT_KV_BUCKETS  # decode graphs per cache length (dak.runtime.engine): host K/V copies
 
     def __post_init__(self):
         if self.phase not in ("prefill", "decode"):
             raise ValueError(f"unsupported phase {self.phase!r}: use 'prefill' or 'decode'")
         if self.dtype not in DTYPE_BYTES:
             raise ValueError(f"unsupported dtype {self.dtype!r}: use one of {', '.join(DTYPE_BYTES)}")
-        for field, lo in (("batch", 1), ("prompt_len", 1), ("gen_len", 1 if self.phase == "decode" else 0)):
+        for field, lo in (("batch", 1), ("prompt_len", 1), ("gen_len", 1 if self.phase == "decode" else 0),
+                          ("kv_buckets", 1)):
             v = getattr(self, field)
             if isinstance(v, bool) or not isinstance(v, int) or v < lo:
                 raise ValueError(f"{field} must be an integer >= {lo} for {self.phase}, got {v!r}")
@@ -80,11 +82,11 @@ def kv_bucket_caps(max_len: int, buckets: int) -> tuple[int, ...]:
     return tuple(sorted({max(1, -(-max_len * (i + 1) // buckets)) for i in range(buckets)}))
 
 
-def copied_rows(w: "Workload", buckets: int = DEFAULT_KV_BUCKETS) -> float:
+def copied_rows(w: "Workload") -> float:
     """Positions a staged request's K/V copy moves per decode step, averaged over the steps: step
     t in 1..G-1 (the first token comes from prefill) holds L + t keys and runs the graph of the
-    smallest bucket cap >= that, which copies that many positions (dak.runtime.engine)."""
-    caps = kv_bucket_caps(w.prompt_len + w.gen_len, buckets)
+    smallest of the w.kv_buckets caps >= that, which copies that many positions (dak.runtime.engine)."""
+    caps = kv_bucket_caps(w.prompt_len + w.gen_len, w.kv_buckets)
     needs = [w.prompt_len + t for t in range(1, w.gen_len)] or [w.prompt_len + 1]
     return sum(next(c for c in caps if c >= n) for n in needs) / len(needs)
 

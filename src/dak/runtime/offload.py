@@ -44,7 +44,7 @@ def hf_config(cfg: dict):
 
 
 def workload_for(batch: int, max_len: int | None, prompt_len: int | None, gen_len: int | None,
-                 dtype: torch.dtype) -> Workload:
+                 dtype: torch.dtype, kv_buckets: int = DEFAULT_KV_BUCKETS) -> Workload:
     for name, v in (("max_len", max_len), ("prompt_len", prompt_len), ("gen_len", gen_len)):
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
             raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
@@ -56,7 +56,7 @@ def workload_for(batch: int, max_len: int | None, prompt_len: int | None, gen_le
     gen_len = gen_len if gen_len is not None else max_len - prompt_len
     if prompt_len + gen_len > max_len or gen_len < 1:
         raise ValueError(f"prompt_len {prompt_len} + gen_len {gen_len} must fit max_len {max_len} with gen_len >= 1")
-    return Workload("decode", batch, prompt_len, max_len - prompt_len, DTYPES[dtype])
+    return Workload("decode", batch, prompt_len, max_len - prompt_len, DTYPES[dtype], kv_buckets)
 
 
 def placement_for(spec: ModelSpec, w: Workload, profile: HardwareProfile, hbm_budget, policy: str,
@@ -125,8 +125,8 @@ def offload(model: str | nn.Module, *, hbm_budget=None, hardware: str | Hardware
         raise ValueError(f"model must be a built-in name, a local folder or an HF model, got {type(model).__name__}")
     gen_config = None if folder is None else read_generation_config(folder)
     spec = ModelSpec.from_config(cfg, name=name)
-    w = workload_for(batch, max_len, prompt_len, gen_len, dtype)
-    kv_bucket_caps(w.prompt_len + w.gen_len, kv_buckets)  # bad values fail before anything is allocated
+    kv_bucket_caps(1, kv_buckets)  # a bad value fails with its own message, before anything is allocated
+    w = workload_for(batch, max_len, prompt_len, gen_len, dtype, kv_buckets)
     for flag, value in (("kv_ahead", kv_ahead), ("fuse_projections", fuse_projections),
                         ("strict_budget", strict_budget)):
         if not isinstance(value, bool):
