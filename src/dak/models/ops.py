@@ -26,6 +26,7 @@ prefill of the batch):
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, replace
 
@@ -82,6 +83,7 @@ def kv_bucket_caps(max_len: int, buckets: int) -> tuple[int, ...]:
     return tuple(sorted({max(1, -(-max_len * (i + 1) // buckets)) for i in range(buckets)}))
 
 
+@functools.lru_cache(maxsize=256)  # per layer of every list_operators call; O(G) and Workload is frozen
 def copied_rows(w: "Workload") -> float:
     """Positions a staged request's K/V copy moves per decode step, averaged over the steps: step
     t in 1..G-1 (the first token comes from prefill) holds L + t keys and runs the graph of the
