@@ -198,13 +198,19 @@ def test_cli_generate_runs_and_rejects_bad_input(capsys):
                  "--host-ratio", "0", "--stop-at-eos"]) == 0
     assert "TPOT" in capsys.readouterr().out
     assert main(["generate", "--model", "tiny-llama", "--batch", "1", "--prompt-len", "3", "--gen-len", "2",
+                 "--host-ratio", "0.5", "--repetition-penalty", "1.2"]) == 0
+    assert "TPOT" in capsys.readouterr().out
+    assert main(["generate", "--model", "tiny-llama", "--batch", "1", "--prompt-len", "3", "--gen-len", "2",
                  "--host-ratio", "0.5", "--baseline", "uva"]) == 0
     assert "uva: TPOT" in capsys.readouterr().out
     for argv, msg in ((["--host-ratio", "2"], "ratio"), (["--dtype", "fp32"], "dtype"),
                       (["--batch", "x"], "--batch"), (["--batch", "-1"], "--batch must be an integer >= 1"),
                       (["--prompt-len", "-3"], "--prompt-len must be an integer >= 1"), (["--prompt", "hi"], "tokenizer"),
                       (["--baseline", "dak-greedy"], "--baseline"),
-                      (["--baseline", "uva", "--hbm-budget", "1GiB"], "--host-ratio")):
+                      (["--baseline", "uva", "--hbm-budget", "1GiB"], "--host-ratio"),
+                      (["--baseline", "uva", "--sample"], "drop --sample"),
+                      (["--repetition-penalty", "0"], "--repetition-penalty must be a positive number"),
+                      (["--repetition-penalty", "lots"], "--repetition-penalty must be a number")):
         assert main(["generate", "--model", "tiny-llama", "--gen-len", "1"] + argv) == 2
         assert msg in capsys.readouterr().err
     # without a GPU an unknown model is still an error (not silently replaced by tiny-llama)

@@ -221,6 +221,27 @@ def test_eos_stopping_with_graphs_equals_eager(checkpoints):
     model.dak_free()
 
 
+def test_repetition_penalty_with_graphs_equals_eager(checkpoints):
+    """The mask of tokens seen is updated inside the replayed decode graphs (every length bucket):
+    greedy tokens equal eager steps', sampled ones leave exactly their tokens marked; and the
+    penalty changes the tokens."""
+    _, path = checkpoints["tiny-llama"]
+    model = dak.offload(path, batch=3, max_len=70, host_ratio=0.3, dtype=torch.bfloat16, tune=False)
+    ids = torch.randint(3, 40, (3, 5), device="cuda")
+    eng, v = model.dak_engine, model.config.vocab_size
+    greedy = Sampling(repetition_penalty=3.0)
+    graphed = eng.generate(ids, 64, sampling=greedy).tokens.clone()
+    assert torch.equal(graphed, Engine(model, model.dak_kv, graphs=False).generate(ids, 64, sampling=greedy).tokens)
+    assert not torch.equal(graphed, eng.generate(ids, 64).tokens)
+    for s in (greedy, Sampling(do_sample=True, top_k=20, repetition_penalty=1.3)):
+        toks = eng.generate(ids, 64, sampling=s).tokens
+        for b in range(3):
+            want = torch.zeros(v, dtype=torch.bool, device="cuda")
+            want[torch.cat([ids[b], toks[b]])] = True
+            assert torch.equal(eng.seen[b, :v], want), (s, b)
+    model.dak_free()
+
+
 def test_wrapped_copy_chain_gives_the_same_tokens(checkpoints, tmp_path, monkeypatch):
     """$DAK_COPY_WRAP=1 (the chain's first copy queued at the previous step's end), 4 length
     buckets: the same tokens over 150 steps as the plain chain, again on a second call, and

@@ -38,6 +38,8 @@ def add_parser(sub) -> None:
     p.add_argument("--prompt", action="append", default=None,
                    help="prompt text; repeat for several prompts, up to --batch (needs a checkpoint folder with a tokenizer)")
     p.add_argument("--sample", action="store_true", help="sample (temperature 1) instead of greedy decoding")
+    p.add_argument("--repetition-penalty", default=None, help="HF's repetition penalty (1 = off; default: the model's "
+                   "generation config, as in HF)")
     p.add_argument("--tune", action="store_true", help="sweep kernel configs per shape before first use (slow once, cached)")
     p.add_argument("--no-graphs", action="store_true", help="decode eagerly instead of replaying a CUDA graph")
     p.add_argument("--kv-buckets", default=str(DEFAULT_KV_BUCKETS), help="decode graphs, one per cache-length bucket, so "
@@ -55,6 +57,19 @@ def add_parser(sub) -> None:
     p.add_argument("--baseline", default=None, help="run a baseline instead of dak at the same --host-ratio: "
                                                     "all-hbm | prefetch | uva | accelerate (see `dak bench e2e`)")
     p.set_defaults(func=run)
+
+
+def _penalty(text: str) -> float:
+    from ..runtime.sampling import Sampling
+    try:
+        value = float(str(text).strip())
+    except ValueError:
+        raise ValueError(f"--repetition-penalty must be a number (1 = off), got {text!r}") from None
+    try:
+        Sampling(repetition_penalty=value)
+    except ValueError as e:
+        raise ValueError(f"--{str(e).replace('_', '-')}") from None
+    return value
 
 
 def run(args) -> int:
@@ -80,6 +95,7 @@ def run(args) -> int:
     batch, plen, glen = (_int(name, text, minimum=1) for name, text in
                          (("--batch", args.batch), ("--prompt-len", args.prompt_len), ("--gen-len", args.gen_len)))
     seed = _int("--seed", args.seed)
+    penalty = {} if args.repetition_penalty is None else {"repetition_penalty": _penalty(args.repetition_penalty)}
     ratio = None if args.host_ratio is None else parse_ratio(args.host_ratio)
     if args.stream and (args.prompt is None or len(args.prompt) != 1):
         raise ValueError("--stream prints one prompt's text as it comes: give exactly one --prompt")
@@ -101,7 +117,7 @@ def run(args) -> int:
                         kv_buckets=_int("--kv-buckets", args.kv_buckets), kv_ahead=args.kv_ahead,
                         fuse_projections=args.fuse_projections, strict_budget=args.strict_budget)
     try:
-        out = model.generate(ids, max_new_tokens=glen, do_sample=args.sample, **stop,
+        out = model.generate(ids, max_new_tokens=glen, do_sample=args.sample, **stop, **penalty,
                              prompt_lengths=lengths, streamer=_streamer(model_name) if args.stream else None)
         print(report(model.dak_placement, model.dak_last, batch, model.dak_engine.graphs))
         if args.kv_ahead:
@@ -132,6 +148,10 @@ def run_baseline(args, model_name: str) -> int:
     if args.hbm_budget is not None or args.prompt is not None:
         raise ValueError("--baseline takes --host-ratio (the share of operator bytes on the host), "
                          "not --hbm-budget or --prompt")
+    given = [flag for flag, on in (("--sample", args.sample), ("--repetition-penalty", args.repetition_penalty),
+                                   ("--stop-at-eos", args.stop_at_eos), ("--stream", args.stream)) if on]
+    if given:
+        raise ValueError(f"--baseline times greedy decoding of --gen-len tokens: drop {', '.join(given)}")
     ratio = 0.0 if args.host_ratio is None else parse_ratio(args.host_ratio)
     with tempfile.TemporaryDirectory() as tmp:
         cfg = E2EConfig(models=(model_name,), batches=(_int("--batch", args.batch),),

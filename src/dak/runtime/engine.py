@@ -74,6 +74,7 @@ class Engine:
         self._prefill = PrefillGraphs(self, prefill_bucket) if prefill_graphs else None
         self.tok = torch.zeros(self.batch, dtype=torch.long, device=self.device)
         self.logits: torch.Tensor | None = None
+        self.seen: torch.Tensor | None = None  # (batch, V + 1) tokens seen, for a repetition penalty
         self._graphs: dict[Sampling, torch.cuda.CUDAGraph] = {}  # the full-length graph
         self.kv_caps = kv_bucket_caps(kv.max_len, kv_buckets)
         if not isinstance(kv_ahead, bool):
@@ -114,11 +115,28 @@ class Engine:
         if self.logits is None:
             self.logits = torch.empty(out.shape, dtype=torch.float32, device=out.device)
         self.logits.copy_(out)  # one conversion into the static fp32 buffer, sampled from there
-        self.tok.copy_(sample(self.logits, s))
+        self._take(sample(self.logits, s, self.seen), s)
+
+    def _take(self, tok: torch.Tensor, s: Sampling) -> None:
+        """The next tokens into the static buffer (and into the tokens seen, under a penalty)."""
+        self.tok.copy_(tok)
+        if s.repetition_penalty != 1:
+            self.seen.scatter_(1, self.tok.unsqueeze(1), True)
+
+    def _mark_prompts(self, ids: torch.Tensor, plen: torch.Tensor) -> None:
+        """Start the tokens seen from each right-padded prompt's own tokens (as HF, which leaves a
+        left-padded prompt's padding out); padding goes to the mask's spare last column."""
+        v = self.seen.shape[1] - 1
+        pad = torch.arange(ids.shape[1], device=ids.device) >= plen.to(ids.device).unsqueeze(1)
+        self.seen.zero_()
+        self.seen.scatter_(1, ids.masked_fill(pad, v), True)
 
     @torch.no_grad()
     def prepare(self, s: Sampling = Sampling()) -> None:
         """Plan, compile and (on a GPU) capture the decode step for sampling setting `s`."""
+        if s.repetition_penalty != 1 and self.seen is None:  # allocated before any capture
+            self.seen = torch.zeros(self.batch, self.model.config.vocab_size + 1, dtype=torch.bool,
+                                    device=self.device)
         if s in self._graphs or not self.graphs:
             return
         self.kv.lengths.zero_()
@@ -216,7 +234,9 @@ class Engine:
         out = torch.empty(self.batch, max_new_tokens, dtype=torch.long, device=self.device)
         self._sync()
         t0 = time.perf_counter()
-        self.tok.copy_(sample(self.prefill(ids, plen), sampling))
+        if sampling.repetition_penalty != 1:
+            self._mark_prompts(ids, plen)
+        self._take(sample(self.prefill(ids, plen), sampling, self.seen), sampling)
         self._record(out, 0, stop, on_token, b)
         self._sync()
         t1 = time.perf_counter()

@@ -13,7 +13,8 @@ from dak.runtime.stopping import token_ids
 
 UNSET = object()  # a generate argument not given
 # HF's own defaults where the generation config leaves a setting unset (transformers 5: None there)
-HF_DEFAULTS = {"do_sample": False, "temperature": 1.0, "top_k": 50, "top_p": 1.0}
+HF_DEFAULTS = {"do_sample": False, "temperature": 1.0, "top_k": 50, "top_p": 1.0, "repetition_penalty": 1.0}
+GREEDY_KEEPS = ("repetition_penalty",)  # what HF applies to greedy decoding too (a logits processor)
 
 
 def read_generation_config(folder: str):
@@ -31,10 +32,10 @@ def read_generation_config(folder: str):
 
 
 def sampling_for(model, **given):
-    """The Sampling of one generate call: do_sample, temperature, top_k, top_p each as given
-    (arguments left out are not in `given`), else the model's generation config's, else HF's
-    default (HF_DEFAULTS; top_k 50 as in HF). Greedy calls all get Sampling() (one decode graph),
-    whatever the other settings say, as HF ignores them then."""
+    """The Sampling of one generate call: do_sample, temperature, top_k, top_p, repetition_penalty
+    each as given (arguments left out are not in `given`), else the model's generation config's,
+    else HF's default (HF_DEFAULTS; top_k 50 as in HF). Greedy calls keep only the repetition
+    penalty (so all plain greedy calls share one decode graph), as HF ignores the rest then."""
     from dak.runtime.sampling import Sampling
     gc = getattr(model, "generation_config", None)
     args, from_config = {}, []
@@ -46,7 +47,8 @@ def sampling_for(model, **given):
             value = default if value is None else value
         args[name] = value
     if not args["do_sample"]:
-        return Sampling()
+        args = {k: args[k] for k in GREEDY_KEEPS}
+        from_config = [k for k in from_config if k in GREEDY_KEEPS]
     try:
         return Sampling(**args)
     except ValueError as e:

@@ -241,12 +241,13 @@ def _scoring_forward(hf_forward):
 
 
 def _generate(self, input_ids: torch.Tensor | None = None, max_new_tokens: int | None = None,
-              do_sample=UNSET, temperature=UNSET, top_k=UNSET, top_p=UNSET,
+              do_sample=UNSET, temperature=UNSET, top_k=UNSET, top_p=UNSET, repetition_penalty=UNSET,
               prompt_lengths=None, eos_token_id=UNSET, pad_token_id=UNSET, attention_mask=None, streamer=None,
               max_length: int | None = None, inputs: torch.Tensor | None = None, **unused):
     """HF-style generate: returns (B, L + new) ids, the prompt followed by max_new_tokens new tokens,
     or fewer when every request reached `eos_token_id` (later tokens of a stopped request are
-    `pad_token_id`). As in HF, eos_token_id, pad_token_id and the sampling settings not given come
+    `pad_token_id`). As in HF, eos_token_id, pad_token_id and the sampling settings (and the
+    repetition penalty, which greedy decoding applies too) not given come
     from the model's generation_config (dak.runtime.generation_config); eos_token_id=None always
     generates max_new_tokens. A padded batch takes
     `attention_mask` (left or right padding, as a tokenizer returns it) or `prompt_lengths`
@@ -257,11 +258,12 @@ def _generate(self, input_ids: torch.Tensor | None = None, max_new_tokens: int |
     from dak.runtime.prompts import prompts_from_mask, resolve_lengths
     if unused:
         raise ValueError(f"dak's generate does not support {sorted(unused)}; it takes input_ids (or inputs), "
-                         "max_new_tokens (or max_length), do_sample, temperature, top_k, top_p, prompt_lengths, "
-                         "attention_mask, eos_token_id, pad_token_id, streamer")
+                         "max_new_tokens (or max_length), do_sample, temperature, top_k, top_p, repetition_penalty, "
+                         "prompt_lengths, attention_mask, eos_token_id, pad_token_id, streamer")
     input_ids, max_new_tokens = resolve_lengths(input_ids, inputs, max_new_tokens, max_length)
     eos_token_id, pad_token_id = generation_ids(self, eos_token_id, pad_token_id)
-    given = dict(do_sample=do_sample, temperature=temperature, top_k=top_k, top_p=top_p)
+    given = dict(do_sample=do_sample, temperature=temperature, top_k=top_k, top_p=top_p,
+                 repetition_penalty=repetition_penalty)
     sampling = sampling_for(self, **{k: v for k, v in given.items() if v is not UNSET})
     if streamer is not None and not (callable(getattr(streamer, "put", None))
                                      and callable(getattr(streamer, "end", None))):

@@ -1,5 +1,5 @@
 """Sampling of the next tokens from fp32 logits, capturable (no host sync): greedy argmax, or
-Gumbel-max sampling after temperature / top-k / top-p."""
+Gumbel-max sampling after temperature / top-k / top-p; HF's repetition penalty before either."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ class Sampling:
     temperature: float = 1.0
     top_k: int = 0
     top_p: float = 1.0
+    repetition_penalty: float = 1.0  # HF's: logits of tokens seen (prompt and generated) / p if > 0, * p if < 0
 
     def __post_init__(self):
         if not (self.temperature > 0 and math.isfinite(self.temperature)):
@@ -23,6 +24,9 @@ class Sampling:
             raise ValueError(f"top_k must be an integer >= 0 (0 = off), got {self.top_k!r}")
         if not 0 < self.top_p <= 1:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        p = self.repetition_penalty
+        if isinstance(p, bool) or not isinstance(p, (int, float)) or not (p > 0 and math.isfinite(p)):
+            raise ValueError(f"repetition_penalty must be a positive number (1.0 = off), got {p!r}")
 
 
 def greedy(logits: torch.Tensor) -> torch.Tensor:
@@ -39,8 +43,19 @@ def greedy(logits: torch.Tensor) -> torch.Tensor:
     return (best * (v // chunks) + idx.gather(1, best)).squeeze(1)
 
 
-def sample(logits: torch.Tensor, s: Sampling) -> torch.Tensor:
-    """(B, V) fp32 logits -> (B,) int64 next tokens; capturable (no host sync)."""
+def penalize(logits: torch.Tensor, seen: torch.Tensor, penalty: float) -> torch.Tensor:
+    """HF's RepetitionPenaltyLogitsProcessor over a (B, >= V) bool mask of the tokens seen so far."""
+    hit = seen[:, :logits.shape[-1]]
+    return torch.where(hit, torch.where(logits < 0, logits * penalty, logits / penalty), logits)
+
+
+def sample(logits: torch.Tensor, s: Sampling, seen: torch.Tensor | None = None) -> torch.Tensor:
+    """(B, V) fp32 logits -> (B,) int64 next tokens; capturable (no host sync). `seen`: the
+    (B, >= V) bool mask of tokens seen, needed when s.repetition_penalty != 1."""
+    if s.repetition_penalty != 1:
+        if seen is None:
+            raise ValueError("a repetition penalty needs the mask of tokens seen (sample(..., seen=))")
+        logits = penalize(logits, seen, s.repetition_penalty)
     if not s.do_sample:
         return greedy(logits)
     logits = logits / s.temperature
