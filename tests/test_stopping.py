@@ -96,6 +96,14 @@ def test_a_checkpoints_generation_config_json_is_loaded(tmp_path):
         assert model.generation_config.eos_token_id == [5, 7] and model.generation_config.pad_token_id == 3
     finally:
         model.dak_free()
+    # settings dak's generate does not apply are named once, when the model is offloaded
+    cfg = json.loads((tmp_path / "generation_config.json").read_text())
+    cfg.update(max_length=4096, no_repeat_ngram_size=3, repetition_penalty=1.1, top_p=0.9)
+    (tmp_path / "generation_config.json").write_text(json.dumps(cfg))
+    with pytest.warns(UserWarning, match=r"sets max_length, no_repeat_ngram_size, which dak's generate does not"):
+        model = dak.offload(str(tmp_path), batch=1, max_len=8, host_ratio=0.5, dtype=torch.float16, tune=False,
+                            graphs=False)
+    model.dak_free()
     (tmp_path / "generation_config.json").write_text("{not json")
     with pytest.raises(ValueError, match="generation_config.json.*fix the file or remove it"):
         dak.offload(str(tmp_path), batch=1, max_len=8, host_ratio=0.5, dtype=torch.float16, tune=False, graphs=False)

@@ -31,6 +31,31 @@ def read_generation_config(folder: str):
                          "then gives generate its eos_token_id)") from None
 
 
+APPLIED = set(HF_DEFAULTS) | {"eos_token_id", "pad_token_id", "bos_token_id", "decoder_start_token_id",
+                               "transformers_version", "_from_model_config"}
+# settings that do not change which tokens come out (what HF returns, caching, compiling, beam-only
+# options without beams), or values that leave a processor off
+NO_EFFECT = {"use_cache", "cache_implementation", "cache_config", "compile_config", "disable_compile", "low_memory",
+             "length_penalty", "early_stopping", "trust_remote_code", "is_assistant", "prefill_chunk_size"}
+NEUTRAL = {"num_beams": 1, "num_beam_groups": 1, "num_return_sequences": 1, "min_length": 0, "min_new_tokens": 0,
+           "no_repeat_ngram_size": 0, "typical_p": 1.0, "epsilon_cutoff": 0.0, "eta_cutoff": 0.0, "min_p": 0.0,
+           "diversity_penalty": 0.0, "encoder_repetition_penalty": 1.0, "renormalize_logits": False,
+           "remove_invalid_values": False, "guidance_scale": 1.0}
+
+
+def ignored_settings(gc) -> list[str]:
+    """The generation config's settings (those it sets away from HF's defaults) that change HF's
+    tokens but dak's generate does not apply: max_length / max_new_tokens (dak's default is 32 new
+    tokens), beams, other logits processors, ... Warned about once, when the model is offloaded."""
+    try:
+        diff = gc.to_diff_dict()
+    except AttributeError:  # not an HF GenerationConfig: nothing is read from it but the ids and sampling
+        return []
+    return sorted(k for k, v in diff.items() if v is not None and k not in APPLIED and k not in NO_EFFECT
+                  and not k.startswith(("output_", "return_", "assistant_", "num_assistant_"))
+                  and NEUTRAL.get(k, object()) != v)
+
+
 def sampling_for(model, **given):
     """The Sampling of one generate call: do_sample, temperature, top_k, top_p, repetition_penalty
     each as given (arguments left out are not in `given`), else the model's generation config's,
