@@ -16,6 +16,7 @@ if not torch.cuda.is_available():
 
 from dak.kernels.fused_layer import add_rms_norm, silu_mul  # noqa: E402
 from dak.runtime import fused as fz  # noqa: E402
+from runtime_checks import tie_tolerance  # noqa: E402
 
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
 ULP = {torch.bfloat16: 2.0 ** -7, torch.float16: 2.0 ** -10}
@@ -296,8 +297,8 @@ def test_offloaded_model_with_fused_layers_gives_hf_tokens(monkeypatch, tmp_path
     model.dak_free()
     with torch.no_grad():
         logits = hf(seq).logits.float()
-    for t in range(steps):  # dak's token is HF's best, or ties it within one fp16 step
+    for t in range(steps):  # dak's token is HF's best, or ties it within two fp16 steps
         ref = logits[:, prompt + t - 1]
         best = ref.max(-1).values
         gap = best - ref.gather(1, seq[:, prompt + t, None])[:, 0]
-        assert (gap <= best.abs() * 2.0 ** -10 + 1e-6).all(), f"step {t}: a token {gap.max():.3g} below HF's best"
+        assert (gap <= tie_tolerance(best)).all(), f"step {t}: a token {gap.max():.3g} below HF's best"

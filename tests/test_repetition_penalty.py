@@ -12,7 +12,7 @@ if not torch.cuda.is_available():
 import dak  # noqa: E402
 from dak.runtime.generation_config import sampling_for  # noqa: E402
 from dak.runtime.sampling import Sampling, sample  # noqa: E402
-from runtime_checks import DTYPE, PROMPT, hf_model  # noqa: E402
+from runtime_checks import DTYPE, PROMPT, hf_model, tie_tolerance  # noqa: E402
 
 
 def hf_penalized(logits: torch.Tensor, rows: list[torch.Tensor], penalty: float) -> torch.Tensor:
@@ -58,7 +58,7 @@ def tiny(tmp_path_factory):
 def test_generate_applies_hfs_penalty_to_prompt_and_new_tokens(tiny):
     """Every new token is the argmax of HF's logits (teacher-forced on dak's tokens) after HF's
     penalty over that request's prompt and earlier new tokens (padding left out, as HF does for
-    left padding), within one fp16 step; and the penalty changes the tokens."""
+    left padding), within two fp16 steps; and the penalty changes the tokens."""
     hf, path = tiny
     steps, penalty, lens = 12, 4.0, [PROMPT, 3]
     model = dak.offload(path, batch=2, max_len=PROMPT + steps, host_ratio=0.3, dtype=DTYPE, tune=False)
@@ -87,7 +87,7 @@ def test_generate_applies_hfs_penalty_to_prompt_and_new_tokens(tiny):
                 n = len(p) + t
                 ref = hf_penalized(logits[n - 1:n], [seq[:n]], penalty)[0]
                 tok = seq[n]
-                assert ref.max() - ref[tok] <= ref.max().abs() * 2.0 ** -10 + 1e-6, (b, t)
+                assert ref.max() - ref[tok] <= tie_tolerance(ref.max()), (b, t)
                 changed += int(logits[n - 1].argmax() != tok)
         assert changed, "no step chose differently from the unpenalized argmax"
         # greedy decoding keeps the config's penalty (HF's processors run for greedy too)

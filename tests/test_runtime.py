@@ -3,7 +3,7 @@
 Every family (Llama, OPT, Qwen2, Mistral; 2 layers) is saved as a safetensors checkpoint,
 offloaded at host shares 0, ~0.3 and 1, and its greedy tokens compared with HF's eager
 generate. fp16 keeps exact ties rare; a remaining mismatch is accepted only where HF's own
-logits tie to within one fp16 step (checked by teacher forcing HF on dak's tokens).
+logits tie to within two fp16 steps (checked by teacher forcing HF on dak's tokens).
 """
 
 import os
@@ -16,7 +16,7 @@ if not torch.cuda.is_available():
 
 import dak  # noqa: E402
 from dak.nn import SplitLinear  # noqa: E402
-from runtime_checks import DTYPE, PROMPT, check_tokens as _check_tokens, make_checkpoints  # noqa: E402
+from runtime_checks import DTYPE, PROMPT, check_tokens as _check_tokens, make_checkpoints, tie_tolerance  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -197,7 +197,7 @@ def test_attention_mask_left_or_right_padding_continues_each_prompt(checkpoints)
             logits = hf(seq).logits[0].float()
         for t in range(steps):
             ref, tok = logits[len(p) + t - 1], seq[0, len(p) + t]
-            assert ref.max() - ref[tok] <= ref.max().abs() * 2.0 ** -10 + 1e-6, (b, t)
+            assert ref.max() - ref[tok] <= tie_tolerance(ref.max()), (b, t)
     for mask, msg in ((torch.tensor([[1, 0, 1, 1, 1, 1]] * 3), "left- or right-padded"),
                       (torch.cat([left_mask[:2], right_mask[2:]]), "left- or right-padded"),
                       (torch.zeros(3, PROMPT, dtype=torch.long), "at least one 1"),
