@@ -61,7 +61,8 @@ def predict(p, spec, w, ops, host, fused, compute_ce, link_ce, norm):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("results", nargs="+", help="dak bench e2e JSON files")
-    ap.add_argument("--hardware", default="h200-pcie")
+    ap.add_argument("--hardware", default="h200-pcie-cublas", help="the profile the runs planned with (the "
+                    "committed rows: h200-pcie-cublas, the default preset before the thirty-first session)")
     args = ap.parse_args()
     profile = get_profile(args.hardware)
     rows = rows_of(args.results, profile)

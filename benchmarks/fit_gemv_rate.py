@@ -109,7 +109,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--results", default="benchmarks/results/e2e-h200.json", help="dak bench e2e JSONs, comma-separated")
     ap.add_argument("--systems", default="dak-consolidated", help="dak systems to check, comma-separated")
-    ap.add_argument("--hardware", default="h200-pcie", help="the profile the runs planned with")
+    ap.add_argument("--hardware", default="h200-pcie-cublas", help="the profile the runs planned with (the "
+                    "committed rows: h200-pcie-cublas, the default preset before the thirty-first session)")
     ap.add_argument("--sweeps", default=SWEEPS, help="sweep_gemv.py JSONs, comma-separated")
     ap.add_argument("--gemv-bandwidth", type=float, default=None, help="bytes/s (default: the sweeps' fit)")
     ap.add_argument("--layer-overhead", type=float, default=None, help="seconds (default: the x = 0 rows' mean)")

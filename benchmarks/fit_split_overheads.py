@@ -103,7 +103,8 @@ def parse_fix(items) -> dict:
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--results", default="benchmarks/results/e2e-h200.json", help="comma list of result JSONs")
-    ap.add_argument("--hardware", default="h200-pcie")
+    ap.add_argument("--hardware", default="h200-pcie-cublas", help="the profile the runs planned with (the "
+                    "committed rows: h200-pcie-cublas, the default preset before the thirty-first session)")
     ap.add_argument("--fix", action="append", default=[], metavar="NAME=VALUE",
                     help=f"hold a coefficient ({', '.join(COEFFS)}); repeatable")
     a = ap.parse_args(argv)

@@ -29,7 +29,7 @@ import dak.models.ops as model_ops
 import dak.planner.overhead as overhead
 from dak.bench.meta import git_sha
 from dak.defaults import DEFAULT_FUSE_PROJECTIONS, DEFAULT_KV_AHEAD, DEFAULT_KV_BUCKETS
-from dak.hardware import get_profile
+from dak.hardware import get_profile, run_profile
 from dak.models import Workload, list_operators, load_spec
 from dak.planner import plan
 from dak.planner.overhead import step_overhead
@@ -65,7 +65,7 @@ def reprice(path: str, moved: dict) -> list[dict]:
     out = []
     with run_env(d["meta"].get("env") or {}):
         hw = d["config"].get("hardware") or "h200-pcie"
-        prof = get_profile(moved.get(hw, hw))
+        prof = get_profile(moved[hw]) if hw in moved else run_profile(hw, d["meta"].get("date"))
         for r in d["rows"]:
             if not r["system"].startswith("dak-") or r.get("status") != "ok" or r.get("kind") != "ratio":
                 continue

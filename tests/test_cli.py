@@ -86,12 +86,15 @@ def test_hardware_shows_the_fitted_costs_and_the_gemv_rate(capsys):
     from dak.hardware import PRESETS
     assert main(["hardware"]) == 0
     lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()}
-    assert "decode GEMV at 4.19 TB/s" in lines["h200-pcie-gemv"] and "GEMV" not in lines["h200-pcie"]
+    assert "decode GEMV at 4.19 TB/s" in lines["h200-pcie"] and "GEMV" not in lines["h200-pcie-cublas"]
     assert main(["hardware", "h200-pcie"]) == 0
     rows = dict(line.split(None, 1) for line in capsys.readouterr().out.splitlines())
     p = PRESETS["h200-pcie"]
     assert rows["layer_overhead_s"].strip() == f"{p.layer_overhead_s * 1e6:.1f} us"
-    assert rows["attention_host_excess"].strip() == f"{p.attention_host_excess:g}" and "gemv_bandwidth" not in rows
+    assert rows["attention_host_excess"].strip() == f"{p.attention_host_excess:g}"
+    assert rows["gemv_bandwidth"].strip() == "4.19 TB/s"
+    assert main(["hardware", "h200-pcie-cublas"]) == 0
+    assert "gemv_bandwidth" not in capsys.readouterr().out
     assert main(["hardware", "gh200"]) == 0
     assert "layer_overhead_s" not in capsys.readouterr().out  # unset costs are not printed as zeros
 

@@ -31,10 +31,10 @@ def test_json_roundtrip(tmp_path):
 
 def test_layer_overhead_is_optional_and_round_trips(tmp_path):
     h = PRESETS["h200-pcie"]
-    assert h.layer_overhead_s == 16.9e-6 and PRESETS["gh200"].layer_overhead_s == 0.0
+    assert h.layer_overhead_s > 0 and PRESETS["gh200"].layer_overhead_s == 0.0
     path = tmp_path / "h.json"
     h.to_json(str(path))
-    assert json.loads(path.read_text())["layer_overhead_s"] == 16.9e-6
+    assert json.loads(path.read_text())["layer_overhead_s"] == h.layer_overhead_s
     assert HardwareProfile.from_json(str(path)) == h
     d = h.to_dict()
     del d["layer_overhead_s"]  # profiles written before the field existed
@@ -47,7 +47,7 @@ def test_layer_overhead_is_optional_and_round_trips(tmp_path):
 @pytest.mark.parametrize("name", ["inplace_op_overhead_s", "copy_op_overhead_s", "attention_host_excess",
                                   "fused_layer_overhead_s"])
 def test_split_operator_overheads_are_optional_and_round_trip(tmp_path, name):
-    h = PRESETS["h200-pcie"]
+    h = PRESETS["h200-pcie-cublas"]  # the one preset that sets every one of them
     assert getattr(h, name) > 0 and getattr(PRESETS["gh200"], name) == 0.0
     path = tmp_path / "h.json"
     h.to_json(str(path))

@@ -11,7 +11,7 @@ from dak.hardware import get_profile
 from dak.models import Workload, load_spec
 from dak.planner import plan
 
-H200 = get_profile("h200-pcie")
+H200 = get_profile("h200-pcie-cublas")  # one HBM rate for every operator, as these tests assume
 # the overheads fitted on the session-4 runs (four copy-engine chunks per operator): fixed here so
 # that the tests below do not move with the preset's refits
 H200_S4 = dataclasses.replace(H200, inplace_op_overhead_s=5.3e-6, copy_op_overhead_s=23.4e-6,

@@ -17,7 +17,7 @@ from dak.planner.stream import ce_local_time, chain_time, one_gemv_saving, uses_
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import fit_gemv_rate as fgr  # noqa: E402
 
-H200 = PRESETS["h200-pcie"]
+H200 = PRESETS["h200-pcie-cublas"]  # no gemv_bandwidth: the cuBLAS-rate baseline
 W = Workload("decode", 8, 32, 32)
 
 
@@ -94,8 +94,9 @@ def test_copy_engine_rows_stay_at_cublas_rate_and_one_gemv_saves_the_rate_differ
 
 
 def test_profile_json_round_trip_and_bad_values(tmp_path):
-    p = PRESETS["h200-pcie-gemv"]
+    p = PRESETS["h200-pcie"]  # the default since the thirty-first session; h200-pcie-gemv its old name
     assert p.gemv_bandwidth > p.hbm_bandwidth and p.fused_layer_overhead_s == 0
+    assert dataclasses.replace(PRESETS["h200-pcie-gemv"], name="h200-pcie") == p
     path = tmp_path / "p.json"
     p.to_json(str(path))
     assert HardwareProfile.from_json(str(path)) == p

@@ -14,7 +14,7 @@ from dak.planner.overhead import fusion_overhead, split_overhead, step_overhead
 from dak.planner.stream import CONTENTION_NORM, STAGED_PARTS, chain_predict, chain_time, combine, uses_copy_engine
 from dak.shares import ce_min_share
 
-H200 = get_profile("h200-pcie")
+H200 = get_profile("h200-pcie-cublas")  # one HBM rate for every operator, as these tests assume
 W = Workload("decode", 8, 32, 32)
 
 
