@@ -3,6 +3,38 @@
 # (step, ab, curves_ab, cache_vs_fresh) and $OUT, $log are set. past_call NAME runs one; unknown names return 2.
 past_call() {
 case "$1" in
+H93) # (ran: thirty-first session at f1aa84a, inline in the H94 call (the A/B, e2e-h93-{default,plan}-s31-h200.json);
+    # its wrap tests in H95: passed; inconclusive, H93b repeats the two rows it changes) (twenty-eighth session) $DAK_COPY_WRAP=plan (CPU-tested only): a plan that runs one GEMV once staged wraps its
+    # copy-ahead chain (H90/H91: 0.09-0.27 ms faster at OPT 1% with DAK_COPY_WRAP=1). Its GPU tests (the wrap cases),
+    # then batch 8 consolidated at 1/2/5% default vs plan; if only the one-GEMV rows (1%) move, and faster, make
+    # 'plan' the default (dak.shares.copy_wrap_mode) and re-measure those rows with their baselines (H92's command)
+    step 200 python3 -u -m pytest -q -p no:cacheprovider tests/test_runtime_gpu.py -k wrap
+    ab 200 DAK_COPY_WRAP=plan e2e-h93 python3 -m dak bench e2e --models opt-6.7b,opt-30b,llama-2-7b --batch 8 \
+        --ratios 1,2,5 --systems dak-consolidated
+    ;;
+H92) # (ran: thirty-first session at 8b42888; e2e-h92-opt-1pct-s31-h200.json) (twenty-eighth session) the OPT rows at 1% that one GEMV changed (H90 measured dak alone), now with every
+    # system of the table in the same run, to merge into e2e-h200.json (vs-best and never-slower need it)
+    step 300 python3 -m dak bench e2e --models opt-6.7b,opt-30b --batch 8 --ratios 1 \
+        --systems dak-consolidated,dak-greedy,dak-uniform,prefetch,uva --out "$OUT/e2e-h92-opt-1pct.json"
+    ;;
+H94) # (ran: thirty-first session at f1aa84a; e2e-h94-{preset,gemv}-{1,2}-s31-h200.json: the gemv preset became
+    # the default h200-pcie, the old one h200-pcie-cublas; the rows re-run as H98/H101-H103) (twenty-ninth session, CPU) the h200-pcie-gemv preset (all-HBM decode linears at dak's GEMV rate, one layer
+    # overhead; benchmarks/fit_gemv_rate.py: 28 of 28 batch-8 rows predicted within 10% on the plans they ran) plans
+    # differently from h200-pcie in 5 rows: Llama-2-7B at 5/10%, OPT-6.7B at 5/10/20% (20%: a control). Both presets
+    # in one call; if the gemv preset's rows are no slower and within 10% of its predictions, make it the default
+    # (fold gemv_bandwidth and the layer overhead into h200-pcie) and merge these rows into e2e-h200.json
+    # (dry run: 6 cases, about 0.5 min of GPU time each way), alternated twice against the calls' drift
+    local_e2e="python3 -m dak bench e2e --models llama-2-7b,opt-6.7b --batch 8 --ratios 5,10,20 --systems dak-consolidated"
+    for run in 1 2; do
+        step 140 $local_e2e --hardware h200-pcie-cublas --out "$OUT/e2e-h94-preset-$run.json"
+        step 140 $local_e2e --hardware h200-pcie-gemv --out "$OUT/e2e-h94-gemv-$run.json"
+    done
+    ;;
+H95) # (ran: thirty-first session at 8b42888, -k "not (20_tokens and opt)": 50 passed, 2 near-tie failures;
+    # gpu-tests-h95-s31-h200.log) (thirtieth session) generate now takes eos/pad and sampling from the generation config (HF's default); the
+    # runtime GPU tests pass eos_token_id=None where they need fixed lengths: rerun the files that call generate
+    step 560 python3 -u -m pytest -q -p no:cacheprovider tests/test_runtime_gpu.py tests/test_prefill_graphs_gpu.py
+    ;;
 H91) # (ran: twenty-eighth session, inline at e945df5 without DAK_GIT_SHA; the JSONs' sha set by hand) H90's
     # DAK_COPY_WRAP A/B twice more (e2e-h91-{default,copy-wrap}-run{1,2}-s28-h200.json)
     for v in 0 1 0 1; do
