@@ -44,15 +44,16 @@ def test_generate_stops_where_hf_would():
                         graphs=False)
     try:
         ids = torch.randint(3, 900, (2, 4), generator=torch.Generator().manual_seed(5))
-        free = model.generate(ids, max_new_tokens=20, eos_token_id=None)[:, 4:]  # no EOS: the full length
-        assert free.shape == (2, 20)
+        n = stopping.CHECK_EVERY + 4
+        free = model.generate(ids, max_new_tokens=n, eos_token_id=None)[:, 4:]  # no EOS: the full length
+        assert free.shape == (2, n)
         eos = [int(free[0, 3]), int(free[1, 5])]  # both requests reach an EOS by step 5
-        got = model.generate(ids, max_new_tokens=20, eos_token_id=eos, pad_token_id=0)[:, 4:]
+        got = model.generate(ids, max_new_tokens=n, eos_token_id=eos, pad_token_id=0)[:, 4:]
         first = [int(torch.isin(row, torch.tensor(eos)).nonzero()[0]) for row in free]
         assert max(first) <= 5 and got.shape[1] == max(first) + 1  # trimmed at the last request's EOS
         for r, f in enumerate(first):
             assert torch.equal(got[r, :f + 1], free[r, :f + 1]) and not got[r, f + 1:].any()
-        # the stop flag is read at step CHECK_EVERY - 1: decoding ran that many steps, not 19
+        # the stop flag is read at step CHECK_EVERY - 1: decoding ran that many steps, not n - 1
         assert model.dak_last.steps == stopping.CHECK_EVERY - 1
     finally:
         model.dak_free()
@@ -64,15 +65,16 @@ def test_generate_takes_eos_and_pad_from_the_generation_config_as_hf_does():
                         graphs=False)
     try:
         ids = torch.randint(3, 900, (2, 4), generator=torch.Generator().manual_seed(11))
-        free = model.generate(ids, max_new_tokens=20, eos_token_id=None)[:, 4:]
-        assert free.shape == (2, 20)
+        n = stopping.CHECK_EVERY + 4  # the stop flag is read at step CHECK_EVERY - 1
+        free = model.generate(ids, max_new_tokens=n, eos_token_id=None)[:, 4:]
+        assert free.shape == (2, n)
         eos = [int(free[0, 2]), int(free[1, 4])]
-        explicit = model.generate(ids, max_new_tokens=20, eos_token_id=eos, pad_token_id=5)
+        explicit = model.generate(ids, max_new_tokens=n, eos_token_id=eos, pad_token_id=5)
         model.generation_config.eos_token_id, model.generation_config.pad_token_id = eos, 5
-        by_default = model.generate(ids, max_new_tokens=20)
-        assert torch.equal(by_default, explicit) and by_default.shape[1] < 4 + 20
+        by_default = model.generate(ids, max_new_tokens=n)
+        assert torch.equal(by_default, explicit) and by_default.shape[1] < 4 + n
         assert (by_default[:, 4:] == 5).any()  # the config's pad after a stopped request's EOS
-        assert torch.equal(model.generate(ids, max_new_tokens=20, eos_token_id=None)[:, 4:], free)
+        assert torch.equal(model.generate(ids, max_new_tokens=n, eos_token_id=None)[:, 4:], free)
         model.generation_config.eos_token_id = 10**6
         with pytest.raises(ValueError, match=r"generation_config.eos_token_id.*pass eos_token_id=None"):
             model.generate(ids, max_new_tokens=2)
