@@ -105,6 +105,9 @@ def _staged(model, batch):
         cache.configs[(batch, heads)] = dataclasses.replace(cfg, ce_share=1.0, ce_chunks=1)
 
 
+# without the token write (the broken first half) a layer may attend an unwritten slot row, whose
+# contents (torch.empty) can hold NaN: numpy warns in the interpreter's dot, the check still holds
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
 def test_engine_with_kv_ahead_gives_the_in_place_tokens_and_needs_the_token_write(monkeypatch):
     import dak
     from dak.kernels import split_attention_ce as ce
