@@ -8,6 +8,7 @@ ids). Explicit arguments always win: eos_token_id=None never stops, as in HF.
 from __future__ import annotations
 
 import os
+import warnings
 
 from dak.runtime.stopping import token_ids
 
@@ -54,6 +55,15 @@ def ignored_settings(gc) -> list[str]:
     return sorted(k for k, v in diff.items() if v is not None and k not in APPLIED and k not in NO_EFFECT
                   and not k.startswith(("output_", "return_", "assistant_", "num_assistant_"))
                   and NEUTRAL.get(k, object()) != v)
+
+
+def warn_ignored(model) -> None:
+    """Warn once (at offload) about the generation config's settings dak's generate will not apply."""
+    ignored = ignored_settings(getattr(model, "generation_config", None))
+    if ignored:
+        warnings.warn(f"dak: the model's generation config sets {', '.join(ignored)}, which dak's generate does "
+                      "not apply (it takes eos/pad ids, do_sample, temperature, top_k, top_p and repetition_penalty "
+                      "from it; 32 new tokens unless max_new_tokens is given)", UserWarning, stacklevel=3)
 
 
 def sampling_for(model, **given):

@@ -30,8 +30,7 @@ from dak.runtime.kv import ATTN_NAME, DakKV, register
 from dak.runtime.memory import (check_memory, kv_host_bytes_for, kv_staging_bytes_for,  # noqa: F401
                                 staging_beyond, staging_bytes_for, within_budget)
 from dak.runtime_env import kernel_device
-from dak.runtime.generation_config import (UNSET, generation_ids, ignored_settings, read_generation_config,
-                                           sampling_for)
+from dak.runtime.generation_config import UNSET, generation_ids, read_generation_config, sampling_for, warn_ignored
 from dak.switches import check_environment
 from dak.units import parse_size
 
@@ -141,11 +140,7 @@ def offload(model: str | nn.Module, *, hbm_budget=None, hardware: str | Hardware
                             fuse_projections=fuse_projections, progress=progress)
     if gen_config is not None:
         model.generation_config = gen_config
-    ignored = ignored_settings(getattr(model, "generation_config", None))
-    if ignored:
-        warnings.warn(f"dak: the model's generation config sets {', '.join(ignored)}, which dak's generate does "
-                      "not apply (it takes eos/pad ids, do_sample, temperature, top_k, top_p and repetition_penalty "
-                      "from it; 32 new tokens unless max_new_tokens is given)", UserWarning, stacklevel=2)
+    warn_ignored(model)
     engine = Engine(model, kv, graphs, kv_buckets=kv_buckets, kv_ahead=kv_ahead)
     model.dak_placement, model.dak_kv, model.dak_engine = placement, kv, engine
     model._apply = _checked_apply(model)
