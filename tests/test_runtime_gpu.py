@@ -221,6 +221,21 @@ def test_eos_stopping_with_graphs_equals_eager(checkpoints):
     model.dak_free()
 
 
+def test_min_new_tokens_with_graphs_equals_eager(checkpoints):
+    """EOS held back inside the replayed decode graphs (every length bucket) until each request's
+    minimum, as in eager steps: with every id but five an EOS, the first 6 new tokens are those five."""
+    _, path = checkpoints["tiny-llama"]
+    model = dak.offload(path, batch=3, max_len=70, host_ratio=0.3, dtype=torch.bfloat16, tune=False)
+    ids = torch.randint(3, model.config.vocab_size, (3, 5), device="cuda")
+    keep = torch.arange(3, 8, device="cuda")
+    every = [i for i in range(model.config.vocab_size) if not 3 <= i < 8]
+    kw = dict(eos_token_id=every, pad_token_id=0, min_new_tokens=6)
+    graphed = model.dak_engine.generate(ids, 40, **kw).tokens.clone()
+    eager = Engine(model, model.dak_kv, graphs=False).generate(ids, 40, **kw).tokens
+    assert torch.equal(graphed, eager) and torch.isin(graphed[:, :6], keep).all()
+    model.dak_free()
+
+
 def test_repetition_penalty_with_graphs_equals_eager(checkpoints):
     """The mask of tokens seen is updated inside the replayed decode graphs (every length bucket):
     greedy tokens equal eager steps', sampled ones leave exactly their tokens marked; and the

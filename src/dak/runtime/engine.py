@@ -12,7 +12,7 @@ sampling setting. Without a GPU (Triton interpreter) the same step runs eagerly.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -26,7 +26,7 @@ from dak.runtime.prompts import check_prompts
 from dak.runtime.stopping import EosStop
 from dak.runtime.kv import DakKV
 from dak.runtime.prefill_graphs import PrefillGraphs, check_count
-from dak.runtime.sampling import Sampling, greedy, sample  # noqa: F401 -- re-exported
+from dak.runtime.sampling import Sampling, greedy, hold_eos, sample  # noqa: F401 -- re-exported
 from dak.shares import graphs_default, prefill_graphs_default
 
 
@@ -75,6 +75,8 @@ class Engine:
         self.tok = torch.zeros(self.batch, dtype=torch.long, device=self.device)
         self.logits: torch.Tensor | None = None
         self.seen: torch.Tensor | None = None  # (batch, V + 1) tokens seen, for a repetition penalty
+        self.eos_ids: torch.Tensor | None = None  # (V,) bool: the EOS ids min_new_tokens holds back
+        self.min_until: torch.Tensor | None = None  # (batch,) cache length from which a request may end
         self._graphs: dict[Sampling, torch.cuda.CUDAGraph] = {}  # the full-length graph
         self.kv_caps = kv_bucket_caps(kv.max_len, kv_buckets)
         if not isinstance(kv_ahead, bool):
@@ -115,7 +117,11 @@ class Engine:
         if self.logits is None:
             self.logits = torch.empty(out.shape, dtype=torch.float32, device=out.device)
         self.logits.copy_(out)  # one conversion into the static fp32 buffer, sampled from there
-        self._take(sample(self.logits, s, self.seen), s)
+        self._take(sample(self._held(self.logits, s), s, self.seen), s)
+
+    def _held(self, logits: torch.Tensor, s: Sampling) -> torch.Tensor:
+        """The logits with the EOS ids at -inf for requests whose cache is shorter than min_until."""
+        return hold_eos(logits, self.eos_ids, self.kv.lengths < self.min_until) if s.hold_eos else logits
 
     def _take(self, tok: torch.Tensor, s: Sampling) -> None:
         """The next tokens into the static buffer (and into the tokens seen, under a penalty)."""
@@ -134,9 +140,12 @@ class Engine:
     @torch.no_grad()
     def prepare(self, s: Sampling = Sampling()) -> None:
         """Plan, compile and (on a GPU) capture the decode step for sampling setting `s`."""
+        v = self.model.config.vocab_size
         if s.repetition_penalty != 1 and self.seen is None:  # allocated before any capture
-            self.seen = torch.zeros(self.batch, self.model.config.vocab_size + 1, dtype=torch.bool,
-                                    device=self.device)
+            self.seen = torch.zeros(self.batch, v + 1, dtype=torch.bool, device=self.device)
+        if s.hold_eos and self.eos_ids is None:
+            self.eos_ids = torch.zeros(v, dtype=torch.bool, device=self.device)
+            self.min_until = torch.zeros(self.batch, dtype=torch.int32, device=self.device)
         if s in self._graphs or not self.graphs:
             return
         self.kv.lengths.zero_()
@@ -220,23 +229,33 @@ class Engine:
     @torch.no_grad()
     def generate(self, ids: torch.Tensor, max_new_tokens: int, prompt_lengths: torch.Tensor | None = None,
                  sampling: Sampling = Sampling(), eos_token_id=None, pad_token_id=None,
-                 on_token=None) -> GenerateResult:
+                 on_token=None, min_new_tokens: int = 0) -> GenerateResult:
         """Generate `max_new_tokens` tokens for each of the (B <= batch, L) prompts.
 
         eos_token_id (an id or a list): a request stops at its first EOS (later tokens are
         `pad_token_id`, default the first EOS id), and generation ends once all have stopped
         (dak.runtime.stopping); the result then has fewer than max_new_tokens columns.
-        on_token(column): called with each step's (B,) tokens as recorded (it syncs, if it reads them)."""
+        on_token(column): called with each step's (B,) tokens as recorded (it syncs, if it reads them).
+        min_new_tokens: the EOS ids are held back (-inf) until a request has that many new tokens
+        (HF's MinNewTokensLengthLogitsProcessor; nothing to hold without eos_token_id, as in HF)."""
         ids, plen, b = self._check(ids, max_new_tokens, prompt_lengths)
+        if isinstance(min_new_tokens, bool) or not isinstance(min_new_tokens, int) or min_new_tokens < 0:
+            raise ValueError(f"min_new_tokens must be an integer >= 0, got {min_new_tokens!r}")
         stop = None if eos_token_id is None else EosStop(eos_token_id, pad_token_id, self.model.config.vocab_size,
                                                          self.batch, b, self.device)
+        if stop is not None and min_new_tokens:
+            sampling = replace(sampling, hold_eos=True)
         self.prepare(sampling)
+        if sampling.hold_eos:
+            self.eos_ids.zero_()
+            self.eos_ids[stop.eos] = True
+            self.min_until.copy_(plen + min_new_tokens)
         out = torch.empty(self.batch, max_new_tokens, dtype=torch.long, device=self.device)
         self._sync()
         t0 = time.perf_counter()
         if sampling.repetition_penalty != 1:
             self._mark_prompts(ids, plen)
-        self._take(sample(self.prefill(ids, plen), sampling, self.seen), sampling)
+        self._take(sample(self._held(self.prefill(ids, plen), sampling), sampling, self.seen), sampling)
         self._record(out, 0, stop, on_token, b)
         self._sync()
         t1 = time.perf_counter()

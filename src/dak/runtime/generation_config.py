@@ -33,7 +33,7 @@ def read_generation_config(folder: str):
 
 
 APPLIED = set(HF_DEFAULTS) | {"eos_token_id", "pad_token_id", "bos_token_id", "decoder_start_token_id",
-                               "transformers_version", "_from_model_config"}
+                               "transformers_version", "_from_model_config", "min_new_tokens", "min_length"}
 # settings that do not change which tokens come out (what HF returns, caching, compiling, beam-only
 # options without beams), or values that leave a processor off
 NO_EFFECT = {"use_cache", "cache_implementation", "cache_config", "compile_config", "disable_compile", "low_memory",
@@ -91,6 +91,23 @@ def sampling_for(model, **given):
             raise
         raise ValueError(f"{e} (the model's generation_config set {', '.join(from_config)}: pass them to "
                          "generate)") from None
+
+
+def min_new_for(model, width: int, min_new_tokens=UNSET, min_length=UNSET) -> int:
+    """New tokens before a request may end at EOS, as HF: min_new_tokens, and min_length (prompt
+    + new, the prompt counted at the input's padded `width`), each as given, else the generation
+    config's; the larger of the two."""
+    gc = getattr(model, "generation_config", None)
+    out = 0
+    for name, value in (("min_new_tokens", min_new_tokens), ("min_length", min_length)):
+        where = "" if value is not UNSET else " (the model's generation_config)"
+        value = getattr(gc, name, None) if value is UNSET else value
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"{name}{where} must be an integer >= 0, got {value!r}")
+        out = max(out, value if name == "min_new_tokens" else value - width)
+    return out
 
 
 def generation_ids(model, eos_token_id=UNSET, pad_token_id=UNSET):

@@ -30,7 +30,8 @@ from dak.runtime.kv import ATTN_NAME, DakKV, register
 from dak.runtime.memory import (check_memory, kv_host_bytes_for, kv_staging_bytes_for,  # noqa: F401
                                 staging_beyond, staging_bytes_for, within_budget)
 from dak.runtime_env import kernel_device
-from dak.runtime.generation_config import UNSET, generation_ids, read_generation_config, sampling_for, warn_ignored
+from dak.runtime.generate import generate as _generate
+from dak.runtime.generation_config import read_generation_config, warn_ignored
 from dak.switches import check_environment
 from dak.units import parse_size
 
@@ -239,53 +240,6 @@ def _scoring_forward(hf_forward):
         finally:
             self.config._attn_implementation = impl
     return forward
-
-
-def _generate(self, input_ids: torch.Tensor | None = None, max_new_tokens: int | None = None,
-              do_sample=UNSET, temperature=UNSET, top_k=UNSET, top_p=UNSET, repetition_penalty=UNSET,
-              prompt_lengths=None, eos_token_id=UNSET, pad_token_id=UNSET, attention_mask=None, streamer=None,
-              max_length: int | None = None, inputs: torch.Tensor | None = None, **unused):
-    """HF-style generate: returns (B, L + new) ids, the prompt followed by max_new_tokens new tokens,
-    or fewer when every request reached `eos_token_id` (later tokens of a stopped request are
-    `pad_token_id`). As in HF, eos_token_id, pad_token_id and the sampling settings (and the
-    repetition penalty, which greedy decoding applies too) not given come
-    from the model's generation_config (dak.runtime.generation_config); eos_token_id=None always
-    generates max_new_tokens. A padded batch takes
-    `attention_mask` (left or right padding, as a tokenizer returns it) or `prompt_lengths`
-    (right padding); each request's new tokens continue its own prompt. `streamer` (HF's
-    BaseStreamer protocol: put(ids), end()) gets the input ids, then each step's tokens as they
-    come (a host sync per step). As in HF, `inputs` may stand for input_ids, and `max_length`
-    (prompt + new tokens) for max_new_tokens (default 32)."""
-    from dak.runtime.prompts import prompts_from_mask, resolve_lengths
-    if unused:
-        raise ValueError(f"dak's generate does not support {sorted(unused)}; it takes input_ids (or inputs), "
-                         "max_new_tokens (or max_length), do_sample, temperature, top_k, top_p, repetition_penalty, "
-                         "prompt_lengths, attention_mask, eos_token_id, pad_token_id, streamer")
-    input_ids, max_new_tokens = resolve_lengths(input_ids, inputs, max_new_tokens, max_length)
-    eos_token_id, pad_token_id = generation_ids(self, eos_token_id, pad_token_id)
-    given = dict(do_sample=do_sample, temperature=temperature, top_k=top_k, top_p=top_p,
-                 repetition_penalty=repetition_penalty)
-    sampling = sampling_for(self, **{k: v for k, v in given.items() if v is not UNSET})
-    if streamer is not None and not (callable(getattr(streamer, "put", None))
-                                     and callable(getattr(streamer, "end", None))):
-        raise ValueError(f"streamer must have put(ids) and end() (HF's BaseStreamer), got {type(streamer).__name__}")
-    ids, prompt_lengths = prompts_from_mask(input_ids, attention_mask, prompt_lengths)
-    started = []
-
-    def stream(col):  # the prompt once the input has passed the engine's checks, then each step
-        if not started:
-            streamer.put(input_ids.cpu())
-            started.append(True)
-        streamer.put(col.cpu())
-    try:
-        res = self.dak_engine.generate(ids, max_new_tokens, prompt_lengths,
-                                       sampling, eos_token_id, pad_token_id,
-                                       on_token=None if streamer is None else stream)
-    finally:
-        if started:
-            streamer.end()
-    self.dak_last = res
-    return torch.cat([input_ids.to(res.tokens.device), res.tokens], dim=1)
 
 
 def _free(self) -> None:

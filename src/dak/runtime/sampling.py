@@ -16,6 +16,7 @@ class Sampling:
     top_k: int = 0
     top_p: float = 1.0
     repetition_penalty: float = 1.0  # HF's: logits of tokens seen (prompt and generated) / p if > 0, * p if < 0
+    hold_eos: bool = False  # EOS ids held back (-inf) for requests short of their min_new_tokens (the step's key)
 
     def __post_init__(self):
         if not (self.temperature > 0 and math.isfinite(self.temperature)):
@@ -47,6 +48,12 @@ def penalize(logits: torch.Tensor, seen: torch.Tensor, penalty: float) -> torch.
     """HF's RepetitionPenaltyLogitsProcessor over a (B, >= V) bool mask of the tokens seen so far."""
     hit = seen[:, :logits.shape[-1]]
     return torch.where(hit, torch.where(logits < 0, logits * penalty, logits / penalty), logits)
+
+
+def hold_eos(logits: torch.Tensor, eos: torch.Tensor, active: torch.Tensor) -> torch.Tensor:
+    """HF's MinNewTokensLengthLogitsProcessor: the EOS ids (a (>= V,) bool mask) at -inf in the
+    rows of `active` (B,) requests, which have fewer new tokens than their minimum."""
+    return logits.masked_fill(eos[:logits.shape[-1]].unsqueeze(0) & active.unsqueeze(1), -math.inf)
 
 
 def sample(logits: torch.Tensor, s: Sampling, seen: torch.Tensor | None = None) -> torch.Tensor:

@@ -1,0 +1,60 @@
+"""HF-style `generate` of an offloaded model (bound as `model.generate` by dak.offload): the
+arguments HF's generate takes that dak supports, the rest refused; defaults from the model's
+generation config (dak.runtime.generation_config); the work done by the engine (dak.runtime.engine)."""
+
+from __future__ import annotations
+
+import torch
+
+from dak.runtime.generation_config import UNSET, generation_ids, min_new_for, sampling_for
+
+
+def generate(self, input_ids: torch.Tensor | None = None, max_new_tokens: int | None = None,
+              do_sample=UNSET, temperature=UNSET, top_k=UNSET, top_p=UNSET, repetition_penalty=UNSET,
+              prompt_lengths=None, eos_token_id=UNSET, pad_token_id=UNSET, attention_mask=None, streamer=None,
+              max_length: int | None = None, inputs: torch.Tensor | None = None, min_new_tokens=UNSET,
+              min_length=UNSET, **unused):
+    """HF-style generate: returns (B, L + new) ids, the prompt followed by max_new_tokens new tokens,
+    or fewer when every request reached `eos_token_id` (later tokens of a stopped request are
+    `pad_token_id`; none before min_new_tokens / min_length). As in HF, eos_token_id, pad_token_id,
+    min_new_tokens, min_length and the sampling settings (and the repetition penalty, which greedy
+    decoding applies too) not given come
+    from the model's generation_config (dak.runtime.generation_config); eos_token_id=None always
+    generates max_new_tokens. A padded batch takes
+    `attention_mask` (left or right padding, as a tokenizer returns it) or `prompt_lengths`
+    (right padding); each request's new tokens continue its own prompt. `streamer` (HF's
+    BaseStreamer protocol: put(ids), end()) gets the input ids, then each step's tokens as they
+    come (a host sync per step). As in HF, `inputs` may stand for input_ids, and `max_length`
+    (prompt + new tokens) for max_new_tokens (default 32)."""
+    from dak.runtime.prompts import prompts_from_mask, resolve_lengths
+    if unused:
+        raise ValueError(f"dak's generate does not support {sorted(unused)}; it takes input_ids (or inputs), "
+                         "max_new_tokens (or max_length), min_new_tokens (or min_length), do_sample, temperature, top_k, "
+                         "top_p, repetition_penalty, prompt_lengths, attention_mask, eos_token_id, pad_token_id, "
+                         "streamer")
+    input_ids, max_new_tokens = resolve_lengths(input_ids, inputs, max_new_tokens, max_length)
+    eos_token_id, pad_token_id = generation_ids(self, eos_token_id, pad_token_id)
+    min_new = min_new_for(self, input_ids.shape[-1], min_new_tokens, min_length)
+    given = dict(do_sample=do_sample, temperature=temperature, top_k=top_k, top_p=top_p,
+                 repetition_penalty=repetition_penalty)
+    sampling = sampling_for(self, **{k: v for k, v in given.items() if v is not UNSET})
+    if streamer is not None and not (callable(getattr(streamer, "put", None))
+                                     and callable(getattr(streamer, "end", None))):
+        raise ValueError(f"streamer must have put(ids) and end() (HF's BaseStreamer), got {type(streamer).__name__}")
+    ids, prompt_lengths = prompts_from_mask(input_ids, attention_mask, prompt_lengths)
+    started = []
+
+    def stream(col):  # the prompt once the input has passed the engine's checks, then each step
+        if not started:
+            streamer.put(input_ids.cpu())
+            started.append(True)
+        streamer.put(col.cpu())
+    try:
+        res = self.dak_engine.generate(ids, max_new_tokens, prompt_lengths,
+                                       sampling, eos_token_id, pad_token_id,
+                                       on_token=None if streamer is None else stream, min_new_tokens=min_new)
+    finally:
+        if started:
+            streamer.end()
+    self.dak_last = res
+    return torch.cat([input_ids.to(res.tokens.device), res.tokens], dim=1)
