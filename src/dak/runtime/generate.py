@@ -10,18 +10,17 @@ from dak.runtime.generation_config import UNSET, generation_ids, min_new_for, sa
 
 
 def generate(self, input_ids: torch.Tensor | None = None, max_new_tokens: int | None = None,
-              do_sample=UNSET, temperature=UNSET, top_k=UNSET, top_p=UNSET, repetition_penalty=UNSET,
-              prompt_lengths=None, eos_token_id=UNSET, pad_token_id=UNSET, attention_mask=None, streamer=None,
-              max_length: int | None = None, inputs: torch.Tensor | None = None, min_new_tokens=UNSET,
-              min_length=UNSET, **unused):
+             do_sample=UNSET, temperature=UNSET, top_k=UNSET, top_p=UNSET, repetition_penalty=UNSET,
+             prompt_lengths=None, eos_token_id=UNSET, pad_token_id=UNSET, attention_mask=None, streamer=None,
+             max_length: int | None = None, inputs: torch.Tensor | None = None, min_new_tokens=UNSET,
+             min_length=UNSET, **unused):
     """HF-style generate: returns (B, L + new) ids, the prompt followed by max_new_tokens new tokens,
     or fewer when every request reached `eos_token_id` (later tokens of a stopped request are
     `pad_token_id`; none before min_new_tokens / min_length). As in HF, eos_token_id, pad_token_id,
     min_new_tokens, min_length and the sampling settings (and the repetition penalty, which greedy
-    decoding applies too) not given come
-    from the model's generation_config (dak.runtime.generation_config); eos_token_id=None always
-    generates max_new_tokens. A padded batch takes
-    `attention_mask` (left or right padding, as a tokenizer returns it) or `prompt_lengths`
+    decoding applies too) not given come from the model's generation_config
+    (dak.runtime.generation_config); eos_token_id=None always generates max_new_tokens. A padded
+    batch takes `attention_mask` (left or right padding, as a tokenizer returns it) or `prompt_lengths`
     (right padding); each request's new tokens continue its own prompt. `streamer` (HF's
     BaseStreamer protocol: put(ids), end()) gets the input ids, then each step's tokens as they
     come (a host sync per step). As in HF, `inputs` may stand for input_ids, and `max_length`
