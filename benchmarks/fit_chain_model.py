@@ -61,8 +61,9 @@ def predict(p, spec, w, ops, host, fused, compute_ce, link_ce, norm):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("results", nargs="+", help="dak bench e2e JSON files")
-    ap.add_argument("--hardware", default="h200-pcie-cublas", help="the profile the runs planned with (the "
-                    "committed rows: h200-pcie-cublas, the default preset before the thirty-first session)")
+    ap.add_argument("--hardware", default="h200-pcie", help="the profile that re-plans every row, as the runs "
+                    "planned with it (rows re-planned differently from their run are noted; the table's rows before "
+                    "the thirty-first session planned with h200-pcie-cublas)")
     args = ap.parse_args()
     profile = get_profile(args.hardware)
     rows = rows_of(args.results, profile)

@@ -35,7 +35,7 @@ import sys
 import numpy as np
 
 from dak.bench.meta import git_sha
-from dak.hardware import get_profile
+from dak.hardware import get_profile, run_profile
 from dak.models import Workload, list_operators, load_spec
 from dak.planner import plan
 from dak.planner.overhead import step_overhead
@@ -60,11 +60,17 @@ def gemv_rate(paths) -> tuple[float, float, float, float]:
 
 
 def rows_of(paths, systems, max_batch: int = 16):
+    """The rows to price, each with the profile its run planned with ("_profile": run_profile of
+    the file's hardware and the row's run date, so a merged table's old and new rows each re-plan
+    as they ran)."""
     seen = {}
     for path in paths:
-        for r in json.load(open(path))["rows"]:
+        d = json.load(open(path))
+        hw = d.get("config", {}).get("hardware") or "h200-pcie"
+        for r in d["rows"]:
             if r["system"] in systems and r.get("status") == "ok" and r["batch"] <= max_batch and r.get("kind") == "ratio":
-                seen[(r["model"], r["system"], r["batch"], r["x_req"])] = r  # later files win
+                date = (r.get("run") or {}).get("date") or d.get("meta", {}).get("date")
+                seen[(r["model"], r["system"], r["batch"], r["x_req"])] = dict(r, _profile=run_profile(hw, date))
     return list(seen.values())
 
 
@@ -98,7 +104,7 @@ def leave_one_model_out(rows, base, cand, res) -> list[str]:
     for held in sorted({m for m, _ in res}):
         v = float(np.mean([x for m, x in res if m != held]))
         c = dataclasses.replace(cand, layer_overhead_s=v, fused_layer_overhead_s=0.0)
-        errs = [priced(r, base, c)[1] / r["tpot_s"] for r in rows if r["model"] == held]
+        errs = [priced(r, r.get("_profile", base), c)[1] / r["tpot_s"] for r in rows if r["model"] == held]
         ok = sum(abs(e - 1) <= 0.1 for e in errs)
         out.append(f"{held}: overhead {v * 1e6:.1f} us from the others, predicted/measured {min(errs):.2f}-"
                    f"{max(errs):.2f}, within 10% {ok} of {len(errs)}")
@@ -109,8 +115,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--results", default="benchmarks/results/e2e-h200.json", help="dak bench e2e JSONs, comma-separated")
     ap.add_argument("--systems", default="dak-consolidated", help="dak systems to check, comma-separated")
-    ap.add_argument("--hardware", default="h200-pcie-cublas", help="the profile the runs planned with (the "
-                    "committed rows: h200-pcie-cublas, the default preset before the thirty-first session)")
+    ap.add_argument("--hardware", default=None, help="the profile the runs planned with (default: each row's own, "
+                    "dak.hardware.run_profile; the candidate then starts from h200-pcie-cublas)")
     ap.add_argument("--sweeps", default=SWEEPS, help="sweep_gemv.py JSONs, comma-separated")
     ap.add_argument("--gemv-bandwidth", type=float, default=None, help="bytes/s (default: the sweeps' fit)")
     ap.add_argument("--layer-overhead", type=float, default=None, help="seconds (default: the x = 0 rows' mean)")
@@ -124,8 +130,10 @@ def main() -> None:
         if v is not None and not (v > 0 and v != float("inf")):
             ap.error(f"--{name.replace('_', '-')} must be a positive number, got {v}")
     try:
-        base = get_profile(a.hardware)
+        base = get_profile(a.hardware or "h200-pcie-cublas")
         rows = rows_of(a.results.split(","), set(a.systems.split(",")))
+        if a.hardware:  # every row re-planned with the profile given
+            rows = [dict(r, _profile=base) for r in rows]
         fitted = gemv_rate(a.sweeps.split(",")) if a.gemv_bandwidth is None else None
     except (OSError, ValueError, KeyError) as e:  # a missing or malformed JSON, an unknown profile
         ap.error(f"{type(e).__name__}: {e}")
@@ -149,7 +157,7 @@ def main() -> None:
     print(f"{'row':34s} {'meas ms':>8s} {'run pl':>6s} {'preset':>7s} {'cand':>6s}  candidate's own plan")
     within, report = {"preset": 0, "cand": 0}, []
     for r in sorted(rows, key=lambda r: (r["model"], r["system"], r["x_req"])):
-        run_pl, pred, own = priced(r, base, cand)
+        run_pl, pred, own = priced(r, r.get("_profile", base), cand)
         same = "same" if run_pl.host_bytes == r.get("host_bytes", run_pl.host_bytes) else "DIFF"
         moved = [o.name for o, p in zip(run_pl.ops, own.ops) if o.host_units != p.host_units]
         mine = "same" if not moved and own.one_gemv == run_pl.one_gemv else (

@@ -103,8 +103,9 @@ def parse_fix(items) -> dict:
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--results", default="benchmarks/results/e2e-h200.json", help="comma list of result JSONs")
-    ap.add_argument("--hardware", default="h200-pcie-cublas", help="the profile the runs planned with (the "
-                    "committed rows: h200-pcie-cublas, the default preset before the thirty-first session)")
+    ap.add_argument("--hardware", default="h200-pcie", help="the profile that re-plans every row, as the runs "
+                    "planned with it (rows re-planned differently from their run are noted; the table's rows before "
+                    "the thirty-first session planned with h200-pcie-cublas)")
     ap.add_argument("--fix", action="append", default=[], metavar="NAME=VALUE",
                     help=f"hold a coefficient ({', '.join(COEFFS)}); repeatable")
     a = ap.parse_args(argv)

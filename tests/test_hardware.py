@@ -84,3 +84,13 @@ def test_errors(tmp_path):
         get_profile(str(missing))
     with pytest.raises(ValueError, match="cannot read"):
         HardwareProfile.from_json(str(tmp_path / "nope.json"))
+
+
+def test_a_recorded_run_is_priced_with_the_preset_values_it_planned_with():
+    from dak.hardware import run_profile
+    old, new = PRESETS["h200-pcie-cublas"], PRESETS["h200-pcie"]
+    assert old != new and old.gemv_bandwidth == 0 < new.gemv_bandwidth
+    assert run_profile("h200-pcie", "2026-12-05T05:19:05") == old  # H93, the last run on the old values
+    assert run_profile("h200-pcie", "2026-12-05T05:38:51") == new  # H98, the first on the new ones
+    assert run_profile("h200-pcie", None) == old  # undated: older than the change
+    assert run_profile("h200-pcie-gemv", "2026-12-05T05:14:56") == PRESETS["h200-pcie-gemv"]

@@ -261,7 +261,7 @@ PRESETS: dict[str, HardwareProfile] = {
 # the default's name until the thirty-first session made it the default (runs and commands name it)
 PRESETS["h200-pcie-gemv"] = dataclasses.replace(PRESETS["h200-pcie"], name="h200-pcie-gemv")
 # presets whose values changed: (name, runs dated before this, the preset holding their old values)
-CHANGED = (("h200-pcie", "2026-12-05T05:45", "h200-pcie-cublas"),)
+CHANGED = (("h200-pcie", "2026-12-05T05:30", "h200-pcie-cublas"),)  # H94 ended 05:19, H98 began 05:38
 
 
 def run_profile(name: str, date: str | None) -> HardwareProfile:

@@ -243,8 +243,8 @@ class Engine:
             raise ValueError(f"min_new_tokens must be an integer >= 0, got {min_new_tokens!r}")
         stop = None if eos_token_id is None else EosStop(eos_token_id, pad_token_id, self.model.config.vocab_size,
                                                          self.batch, b, self.device)
-        if stop is not None and min_new_tokens:
-            sampling = replace(sampling, hold_eos=True)
+        # the EOS hold is this call's, whatever the caller's Sampling says (nothing to hold without EOS ids)
+        sampling = replace(sampling, hold_eos=stop is not None and min_new_tokens > 0)
         self.prepare(sampling)
         if sampling.hold_eos:
             self.eos_ids.zero_()

@@ -62,8 +62,9 @@ def warn_ignored(model) -> None:
     ignored = ignored_settings(getattr(model, "generation_config", None))
     if ignored:
         warnings.warn(f"dak: the model's generation config sets {', '.join(ignored)}, which dak's generate does "
-                      "not apply (it takes eos/pad ids, do_sample, temperature, top_k, top_p and repetition_penalty "
-                      "from it; 32 new tokens unless max_new_tokens is given)", UserWarning, stacklevel=3)
+                      "not apply (it takes eos/pad ids, do_sample, temperature, top_k, top_p, repetition_penalty, "
+                      "min_new_tokens and min_length from it; 32 new tokens unless max_new_tokens is given)",
+                      UserWarning, stacklevel=3)
 
 
 def sampling_for(model, **given):
