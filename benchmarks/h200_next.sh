@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh H104|H93b|H96|H97|H97b (calls already run: benchmarks/h200_past_calls.sh, same usage)
+#   bash benchmarks/h200_next.sh H105|H104|H93b|H96|H97|H97b (calls already run: benchmarks/h200_past_calls.sh, same usage)
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -45,6 +45,16 @@ H104) # (thirty-first session, after the last call) min_new_tokens holds EOS bac
     # per-request minimum on the device): its graphed-vs-eager test, with the repetition-penalty one beside
     step 120 python3 -u -m pytest -q -p no:cacheprovider tests/test_runtime_gpu.py -k "min_new or repetition_penalty"
     ;;
+H105) # (thirty-second session; the session's machine is an H100 80GB HBM3, not the H200) H104's tests, then the
+    # numbers of an H100 preset: the GPU's identity and link, a calibration at the e2e workload, and each model's
+    # all-HBM step (its per-layer small-kernel time) with prefetch beside, on the H200 preset (x = 0 plans alike)
+    step 120 python3 -u -m pytest -q -p no:cacheprovider tests/test_runtime_gpu.py -k "min_new or repetition_penalty"
+    nvidia-smi --query-gpu=name,memory.total,driver_version,pcie.link.gen.max,pcie.link.width.max --format=csv >>"$log"
+    step 220 python3 -m dak calibrate --model llama-2-7b --no-tune --prompt-len 32 --gen-len 32 --no-progress \
+        --out "$OUT/profile-h105.json"
+    step 180 python3 -m dak bench e2e --models llama-2-7b,opt-6.7b,llama-3-8b --batch 8 --ratios 0 \
+        --systems dak-consolidated,prefetch --hardware h200-pcie --out "$OUT/e2e-h105-x0.json"
+    ;;
 H93b) # (thirty-first session) H93's one A/B moved rows DAK_COPY_WRAP=plan cannot change by -4% to +4%: the
     # two rows it changes (OPT-6.7B / OPT-30B batch 8 at 1%, one GEMV once staged) alternated default / plan
     # twice; if plan is faster in both pairs on both models, make it the default (dak.shares.copy_wrap_mode)
@@ -80,6 +90,6 @@ H97b) # the OPT-30B half of H97
         --systems dak-consolidated
     ;;
 *)  . "$(dirname "$0")/h200_past_calls.sh"  # calls already run, kept to rerun or read
-    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H104|H93b|H96|H97|H97b (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
+    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H105|H104|H93b|H96|H97|H97b (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
 esac
 tail -c 3000 "$log"
