@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh H105|H104|H93b|H96|H97|H97b (calls already run: benchmarks/h200_past_calls.sh, same usage)
+#   bash benchmarks/h200_next.sh H106|H105|H104|H93b|H96|H97|H97b (calls already run: benchmarks/h200_past_calls.sh, same usage)
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -55,6 +55,18 @@ H105) # (thirty-second session; the session's machine is an H100 80GB HBM3, not 
     step 180 python3 -m dak bench e2e --models llama-2-7b,opt-6.7b,llama-3-8b --batch 8 --ratios 0 \
         --systems dak-consolidated,prefetch --hardware h200-pcie --out "$OUT/e2e-h105-x0.json"
     ;;
+H106) # (thirty-second session, H100 80GB HBM3) dak's GEMV heuristic was read off an H200 sweep: at x = 0 the H100's
+    # decode step runs its linears at ~2.5 TB/s against cuBLAS's 2.84 (H105's calibration). Sweep it on this GPU with
+    # cuBLAS beside, the all-HBM steps with cuBLAS (DAK_HBM_GEMV=0), and Llama-2-7B at 1-10% with its baselines on
+    # H105's calibrated profile
+    step 260 python3 -u benchmarks/sweep_gemv.py --models llama-2-7b,llama-3-8b,opt-6.7b --tokens 8 --silu \
+        --out "$OUT/sweep-gemv-h106.json"
+    step 90 env DAK_HBM_GEMV=0 python3 -m dak bench e2e --models llama-2-7b,opt-6.7b,llama-3-8b --batch 8 --ratios 0 \
+        --systems dak-consolidated --hardware h200-pcie --out "$OUT/e2e-h106-x0-cublas.json"
+    step 150 python3 -m dak bench e2e --models llama-2-7b --batch 8 --ratios 1,2,5,10 \
+        --systems dak-consolidated,prefetch,uva --hardware benchmarks/profiles/h100-llama-2-7b-h105.json \
+        --out "$OUT/e2e-h106-llama-2-7b-calibrated.json"
+    ;;
 H93b) # (thirty-first session) H93's one A/B moved rows DAK_COPY_WRAP=plan cannot change by -4% to +4%: the
     # two rows it changes (OPT-6.7B / OPT-30B batch 8 at 1%, one GEMV once staged) alternated default / plan
     # twice; if plan is faster in both pairs on both models, make it the default (dak.shares.copy_wrap_mode)
@@ -90,6 +102,6 @@ H97b) # the OPT-30B half of H97
         --systems dak-consolidated
     ;;
 *)  . "$(dirname "$0")/h200_past_calls.sh"  # calls already run, kept to rerun or read
-    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H105|H104|H93b|H96|H97|H97b (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
+    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H106|H105|H104|H93b|H96|H97|H97b (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
 esac
 tail -c 3000 "$log"
