@@ -244,6 +244,25 @@ PRESETS: dict[str, HardwareProfile] = {
         hbm_capacity=143771 * MIB, host_ram=128 * GIB, layer_overhead_s=21.8e-6,
         unfused_op_overhead_s=5.2e-6, inplace_op_overhead_s=5.3e-6, copy_op_overhead_s=13.9e-6,
         attention_host_excess=0.53, gemv_bandwidth=4.19e12),
+    # H100 SXM (nvidia-smi "NVIDIA H100 80GB HBM3", 81559 MiB; torch total_memory 79.2 GiB, the
+    # capacity here) behind a PCIe Gen5 x16 host link,
+    # thirty-second session (benchmarks/results/h105-s32-h100.log, `dak calibrate --model
+    # llama-2-7b --no-tune`, benchmarks/profiles/h100-llama-2-7b-h105.json): cuBLAS GEMV 2.84 TB/s
+    # (8 tokens, 8192 x 28672), copy engine H2D 48.7 GB/s (256 MiB pinned), SM zero-copy reads
+    # 51.1 GB/s (best window), 8192^3 bf16 matmul 803 TFLOP/s; unfused_op_overhead_s 3.5 us
+    # (calibrate's fused products). gemv_bandwidth 2.96 TB/s + 3.4 us a launch: the affine fit of
+    # dak's GEMV heuristic on this GPU (sweep-gemv-h106-s32-h100.json: 15 matrices of Llama-2-7B,
+    # Llama-3-8B, OPT-6.7B at 8 tokens, fit / measured 0.92-1.03; the heuristic read off the H200
+    # is within 3% of the best of 48 configs and 0.98-1.15x cuBLAS there); layer_overhead_s the
+    # mean of the three all-HBM batch-8 steps' (measured - operators) / layers (e2e-h105-x0-s32-h100.json:
+    # 27.9, 25.6, 23.8 us) = 25.8 us (benchmarks/fit_gemv_rate.py). The split-operator excesses (in place, copy engine, host KV)
+    # are the H200 preset's: they are link-side costs of the same PCIe Gen5 link, not refitted here.
+    "h100-sxm": HardwareProfile(
+        name="h100-sxm", hbm_bandwidth=2.84e12, host_bandwidth_ce=48.7e9,
+        host_bandwidth_sm=51.1e9, flops=803e12, sm_count=132, smem_per_sm=228 * KIB,
+        hbm_capacity=85_017_493_504, host_ram=128 * GIB,
+        unfused_op_overhead_s=3.5e-6, inplace_op_overhead_s=5.3e-6, copy_op_overhead_s=13.9e-6,
+        attention_host_excess=0.53, gemv_bandwidth=2.963e12, layer_overhead_s=25.8e-6),
     # GH200 datasheet: 96 GB HBM3 at 4.0 TB/s, 900 GB/s NVLink-C2C (both host paths).
     "gh200": HardwareProfile(
         name="gh200", hbm_bandwidth=4.0e12, host_bandwidth_ce=900e9,
@@ -275,12 +294,16 @@ def run_profile(name: str, date: str | None) -> HardwareProfile:
 
 
 def get_profile(name_or_path: str) -> HardwareProfile:
-    """Return a preset by name, or load a profile JSON file by path."""
+    """Return a preset by name ("auto": the preset of the GPU in use, dak.hardware_auto), or load a
+    profile JSON file by path."""
     if isinstance(name_or_path, HardwareProfile):
         return name_or_path
+    if name_or_path == "auto":
+        from .hardware_auto import resolve
+        name_or_path = resolve(name_or_path)[0]
     if name_or_path in PRESETS:
         return PRESETS[name_or_path]
     if name_or_path.endswith(".json") or os.path.exists(name_or_path):
         return HardwareProfile.from_json(name_or_path)
-    raise ValueError(f"unknown hardware {name_or_path!r}: pass a preset ({', '.join(PRESETS)}) "
+    raise ValueError(f"unknown hardware {name_or_path!r}: pass auto, a preset ({', '.join(PRESETS)}) "
                      f"or the path of a profile .json file")

@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 from dataclasses import dataclass
 
 from dak.baselines.e2e import budget_for, prefetch_placement, roofline_bound, uva_placement
 from dak.defaults import DEFAULT_FUSE_PROJECTIONS, DEFAULT_KV_AHEAD, DEFAULT_KV_BUCKETS
 from dak.hardware import get_profile
+from dak.hardware_auto import resolve as resolve_hardware
 from dak.models.ops import Workload, list_operators, minimum_hbm_set
 from dak.models.spec import ModelSpec, load_config
 from dak.planner import plan
@@ -47,7 +49,7 @@ class E2EConfig:
     gen_len: int = 32
     ratios: tuple[float, ...] = (0.0, 0.01, 0.02, 0.05, 0.10, 0.20, 0.40)
     systems: tuple[str, ...] = SYSTEMS
-    hardware: str = "h200-pcie"
+    hardware: str = "auto"             # resolved on construction (dak.hardware_auto): runs record the preset
     dtype: str = "bf16"
     seed: int = 0
     repeats: int = 2
@@ -66,6 +68,10 @@ class E2EConfig:
     append: bool = False               # add to the rows already in `out` (split a sweep over commands)
 
     def __post_init__(self):
+        hardware, note = resolve_hardware(self.hardware)
+        if note:
+            warnings.warn(note, stacklevel=3)
+        object.__setattr__(self, "hardware", hardware)
         for s in self.systems + self.rc_systems:
             if s not in SYSTEMS:
                 raise ValueError(f"unknown system {s!r}: choose from {', '.join(SYSTEMS)}")

@@ -16,15 +16,15 @@ from __future__ import annotations
 import dataclasses
 
 INHERITED = ("copy_op_overhead_s", "inplace_op_overhead_s", "attention_host_excess")
-GPU_PRESETS = (("GH200", None), ("H200", "h200-pcie"))  # first match by substring of the GPU name
 
 
 def base_preset_for(gpu: str) -> str | None:
-    """The preset whose fitted costs a calibration on `gpu` inherits (None: none fits)."""
-    for marker, preset in GPU_PRESETS:
-        if marker.lower() in (gpu or "").lower():
-            return preset
-    return None
+    """The preset whose fitted costs a calibration on `gpu` inherits: its GPU's preset
+    (dak.hardware_auto.preset_for_gpu) where that one fits any (None: none fits)."""
+    from ..hardware import PRESETS
+    from ..hardware_auto import preset_for_gpu
+    preset = preset_for_gpu(gpu)
+    return preset if preset and any(getattr(PRESETS[preset], f) for f in INHERITED) else None
 
 
 def inherit_unmeasured(profile, base):

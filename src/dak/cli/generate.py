@@ -32,7 +32,7 @@ def add_parser(sub) -> None:
     p.add_argument("--strict-budget", action="store_true", help="fit the copy-engine staging inside --hbm-budget "
                    "too (by default it comes on top; `dak plan` prints how much)")
     p.add_argument("--policy", default=DEFAULT_POLICY, help=f"consolidated | streamed | greedy | uniform (default {DEFAULT_POLICY})")
-    p.add_argument("--hardware", default="h200-pcie", help="preset name or profile .json (default h200-pcie)")
+    p.add_argument("--hardware", default="auto", help="auto (the preset of the GPU in use; h200-pcie without a GPU), a preset name or a profile .json (default auto)")
     p.add_argument("--dtype", default="bf16", help="bf16 | fp16 (default bf16)")
     p.add_argument("--seed", default="0", help="seed of the random weights and prompts (default 0)")
     p.add_argument("--prompt", action="append", default=None,

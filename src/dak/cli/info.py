@@ -13,7 +13,7 @@ def add_parser(sub) -> None:
     p = sub.add_parser("models", help="list the built-in model configs")
     p.set_defaults(func=run_models)
     p = sub.add_parser("hardware", help="print a hardware profile (or list presets), optionally save it as JSON")
-    p.add_argument("name", nargs="?", help=f"preset ({', '.join(PRESETS)}) or profile .json")
+    p.add_argument("name", nargs="?", help=f"auto (the GPU in use), a preset ({', '.join(PRESETS)}) or profile .json")
     p.add_argument("--save", metavar="PATH", help="write the profile as JSON to PATH")
     p.add_argument("--json", action="store_true", help="print the profile as JSON")
     p.set_defaults(func=run_hardware)
@@ -41,11 +41,15 @@ def run_hardware(args) -> int:
     if args.name is None and args.save is None:
         for name, p in PRESETS.items():
             gemv = f", decode GEMV at {format_bandwidth(p.gemv_bandwidth)}" if p.gemv_bandwidth else ""
-            print(f"{name:<14} HBM {format_bytes(p.hbm_capacity):>11} at {format_bandwidth(p.hbm_bandwidth):>10}, "
+            print(f"{name:<16} HBM {format_bytes(p.hbm_capacity):>11} at {format_bandwidth(p.hbm_bandwidth):>10}, "
                   f"host link {format_bandwidth(p.host_bandwidth_sm)} (SM) / {format_bandwidth(p.host_bandwidth_ce)} (CE), "
                   f"{p.flops / 1e12:.0f} TFLOP/s{gemv}")
+        from ..hardware_auto import current_gpu, resolve
+        gpu = current_gpu()
+        name, note = resolve("auto", gpu, detect=False)
+        print(f"auto (the default) here: {name} ({gpu or 'no GPU visible'}{'; ' + note if note else ''})")
         return 0
-    prof = get_profile(args.name or "h200-pcie")
+    prof = get_profile(args.name or "auto")
     if args.save:
         prof.to_json(args.save)
         print(f"saved {prof.name} to {args.save}")

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections import OrderedDict
 
 from ..defaults import DEFAULT_KV_BUCKETS, DEFAULT_POLICY
-from ..hardware import get_profile
+from ..hardware_auto import hardware_profile
 from ..models import Workload, load_spec
 from ..models.ops import DEFAULT_RESERVE
 from ..planner import COST_MODELS, POLICIES, plan_all
@@ -18,7 +19,7 @@ def add_parser(sub) -> None:
     p.add_argument("--model", required=True, help="built-in name (see `dak models`), config.json or folder")
     p.add_argument("--hbm-budget", default=None, help="HBM the plan may use, e.g. 40GiB (default: device capacity)")
     add_workload_args(p)
-    p.add_argument("--hardware", default="h200-pcie", help="preset name or profile .json (default h200-pcie)")
+    p.add_argument("--hardware", default="auto", help="auto (the preset of the GPU in use; h200-pcie without a GPU), a preset name or a profile .json (default auto)")
     p.add_argument("--policy", default=DEFAULT_POLICY, help="consolidated | streamed | greedy | uniform | prefetch: the placement "
                                                          f"shown (default {DEFAULT_POLICY})")
     p.add_argument("--cost-model", default="auto", choices=COST_MODELS,
@@ -68,7 +69,7 @@ def run(args) -> int:
         raise ValueError(f"unknown policy {args.policy!r}: use one of {', '.join(POLICIES)}")
     workload = workload_from(args)
     spec = load_spec(args.model)
-    profile = get_profile(args.hardware)
+    profile = hardware_profile(args.hardware, warn=lambda msg: print(f"warning: {msg}", file=sys.stderr))
     budget = None if args.hbm_budget is None else parse_size(args.hbm_budget)
     reserve = DEFAULT_RESERVE if args.reserve is None else parse_size(args.reserve)
     def plans_at(b):

@@ -20,7 +20,8 @@ import warnings
 import torch
 from torch import nn
 
-from dak.hardware import HardwareProfile, get_profile
+from dak.hardware import HardwareProfile
+from dak.hardware_auto import hardware_profile
 from dak.models.ops import Workload, list_operators, minimum_hbm_set
 from dak.models.spec import ModelSpec, load_config
 from dak.planner import plan
@@ -86,7 +87,7 @@ def placement_for(spec: ModelSpec, w: Workload, profile: HardwareProfile, hbm_bu
     return plan(spec, w, profile, budget, "uniform", ops=ops, fused=fused, kv_ahead=kv_ahead)
 
 
-def offload(model: str | nn.Module, *, hbm_budget=None, hardware: str | HardwareProfile = "h200-pcie",
+def offload(model: str | nn.Module, *, hbm_budget=None, hardware: str | HardwareProfile = "auto",
             batch: int = 1, max_len: int | None = None, prompt_len: int | None = None,
             gen_len: int | None = None, policy: str = DEFAULT_POLICY, host_ratio: float | None = None,
             dtype: torch.dtype = torch.bfloat16, seed: int = 0, tune: bool = True,
@@ -108,7 +109,7 @@ def offload(model: str | nn.Module, *, hbm_budget=None, hardware: str | Hardware
         warnings.warn(line, stacklevel=2)
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be torch.bfloat16 or torch.float16, got {dtype}")
-    profile = hardware if isinstance(hardware, HardwareProfile) else get_profile(hardware)
+    profile = hardware_profile(hardware)
     if isinstance(model, nn.Module):
         if not hasattr(getattr(model, "config", None), "to_dict"):
             raise ValueError(f"an nn.Module passed to dak.offload must be an HF causal LM with a .config, "
