@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh H107|H106|H105|H104|H93b|H96|H97|H97b (calls already run: benchmarks/h200_past_calls.sh, same usage)
+#   bash benchmarks/h200_next.sh H108|H107|H106|H105|H104|H93b|H96|H97|H97b (calls already run: benchmarks/h200_past_calls.sh, same usage)
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -74,6 +74,13 @@ H107) # (thirty-second session, H100 80GB HBM3) the h100-sxm preset (H105/H106's
     step 330 python3 -m dak bench e2e --models llama-2-7b,llama-3-8b,opt-6.7b --batch 8 --ratios 0,1,2,5,10,20 \
         --systems dak-consolidated,prefetch --out "$OUT/e2e-h107-h100.json"
     ;;
+H108) # (thirty-second session, when the machine is an H200) --hardware auto's GPU test there, then H93b and H97
+    step 60 python3 -u -m pytest -q -p no:cacheprovider tests/test_hardware_auto.py
+    step 30 python3 -m dak hardware
+    bash "$0" H93b >/dev/null
+    bash "$0" H97 >/dev/null
+    cat "$OUT/run-H93b.log" "$OUT/run-H97.log" >>"$log" && rm -f "$OUT/run-H93b.log" "$OUT/run-H97.log"
+    ;;
 H93b) # (thirty-first session) H93's one A/B moved rows DAK_COPY_WRAP=plan cannot change by -4% to +4%: the
     # two rows it changes (OPT-6.7B / OPT-30B batch 8 at 1%, one GEMV once staged) alternated default / plan
     # twice; if plan is faster in both pairs on both models, make it the default (dak.shares.copy_wrap_mode)
@@ -109,6 +116,6 @@ H97b) # the OPT-30B half of H97
         --systems dak-consolidated
     ;;
 *)  . "$(dirname "$0")/h200_past_calls.sh"  # calls already run, kept to rerun or read
-    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H107|H106|H105|H104|H93b|H96|H97|H97b (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
+    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H108|H107|H106|H105|H104|H93b|H96|H97|H97b (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
 esac
 tail -c 3000 "$log"
