@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh H108|H107|H106|H105|H104|H93b|H96|H97|H97b (calls already run: benchmarks/h200_past_calls.sh, same usage)
+#   bash benchmarks/h200_next.sh H109|H108|H107|H106|H105|H104|H93b|H96|H97|H97b (calls already run: benchmarks/h200_past_calls.sh, same usage)
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -84,6 +84,16 @@ H108) # (thirty-second session, when the machine is an H200) --hardware auto's G
     done
     cat "$OUT/run-H93b.log" >>"$log" && rm -f "$OUT/run-H93b.log"
     ;;
+H109) # (thirty-second session, little device time left) the short form of H107 (H100) or H108 (H200): auto's GPU
+    # test, then on an H100 two models at 1/2/5% on h100-sxm with prefetch beside, on an H200 H93b
+    step 60 python3 -u -m pytest -q -p no:cacheprovider tests/test_hardware_auto.py
+    if nvidia-smi -L | grep -q H100; then
+        step 150 python3 -m dak bench e2e --models llama-2-7b,opt-6.7b --batch 8 --ratios 1,2,5 \
+            --systems dak-consolidated,prefetch --out "$OUT/e2e-h109-h100.json"
+    else
+        bash "$0" H93b >/dev/null; cat "$OUT/run-H93b.log" >>"$log"; rm -f "$OUT/run-H93b.log"
+    fi
+    ;;
 H93b) # (thirty-first session) H93's one A/B moved rows DAK_COPY_WRAP=plan cannot change by -4% to +4%: the
     # two rows it changes (OPT-6.7B / OPT-30B batch 8 at 1%, one GEMV once staged) alternated default / plan
     # twice; if plan is faster in both pairs on both models, make it the default (dak.shares.copy_wrap_mode)
@@ -119,6 +129,6 @@ H97b) # the OPT-30B half of H97
         --systems dak-consolidated
     ;;
 *)  . "$(dirname "$0")/h200_past_calls.sh"  # calls already run, kept to rerun or read
-    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H108|H107|H106|H105|H104|H93b|H96|H97|H97b (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
+    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H109|H108|H107|H106|H105|H104|H93b|H96|H97|H97b (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
 esac
 tail -c 3000 "$log"
