@@ -59,6 +59,8 @@ def test_hardware_profile_warns_through_the_given_callback(monkeypatch):
     assert hardware_profile(calibrated, notes.append) is calibrated and "dak calibrate" in notes[-1]
     with pytest.warns(UserWarning, match="H200"):
         hardware_profile("h200-pcie")
+    with pytest.raises(ValueError, match="hardware must be 'auto', a preset name"):
+        hardware_profile(5)
 
 
 def test_bench_config_records_the_resolved_preset(monkeypatch):

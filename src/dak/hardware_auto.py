@@ -46,10 +46,9 @@ def current_gpu() -> str | None:
 def mismatch(name: str, gpu: str | None) -> str | None:
     """A warning when preset `name` describes another GPU than `gpu` (None when it matches, when
     `name` is not a preset with a known GPU, or without a GPU)."""
-    theirs = PRESET_GPUS.get(name)
-    if not gpu or theirs is None or PRESET_GPUS.get(preset_for_gpu(gpu) or "") == theirs:
+    theirs, own = PRESET_GPUS.get(name), preset_for_gpu(gpu)
+    if not gpu or theirs is None or PRESET_GPUS.get(own) == theirs:
         return None
-    own = preset_for_gpu(gpu)
     fix = (f"pass --hardware auto (here: {own})" if own else
            "run `dak calibrate --out my-gpu.json` on it and pass --hardware my-gpu.json")
     return (f"hardware preset {name!r} was measured on an NVIDIA {theirs}, but this GPU is {gpu!r}: plans and "
@@ -83,6 +82,9 @@ def hardware_profile(hardware, warn=None):
 
         def warn(msg):
             warnings.warn(msg, stacklevel=3)
+    if not isinstance(hardware, (str, HardwareProfile)):
+        raise ValueError(f"hardware must be 'auto', a preset name, a profile .json path or a HardwareProfile, "
+                         f"got {type(hardware).__name__}")
     gpu = current_gpu()
     if isinstance(hardware, HardwareProfile):
         profile, note = hardware, mismatch(hardware.name, gpu)
