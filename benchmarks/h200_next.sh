@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh H109|H108|H107|H106|H105|H104|H93b|H96|H97|H97b (calls already run: benchmarks/h200_past_calls.sh, same usage)
+#   bash benchmarks/h200_next.sh H111|H110|H109|H108|H107|H106|H105|H104|H93b|H96|H97|H97b (calls already run: benchmarks/h200_past_calls.sh, same usage)
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -67,6 +67,18 @@ H106) # (thirty-second session, H100 80GB HBM3) dak's GEMV heuristic was read of
         --systems dak-consolidated,prefetch,uva --hardware benchmarks/profiles/h100-llama-2-7b-h105.json \
         --out "$OUT/e2e-h106-llama-2-7b-calibrated.json"
     ;;
+H110) # (thirty-third session, on whichever GPU comes: the H100 80GB HBM3 by default) the GPU test suite, first half:
+    # split linear (module, large N, GEMV, copy-ahead, KV ahead), timing, host release, calibration, auto
+    for f in split_linear_gpu split_linear_large_n_gpu hbm_gemv_gpu copy_ahead_gpu kv_ahead timing_gpu host_release \
+             calibrate_gpu hardware_auto; do
+        step 240 python3 -u -m pytest -q -p no:cacheprovider "tests/test_$f.py"
+    done
+    ;;
+H111) # (thirty-third session) the GPU test suite, second half: split attention, runtime, prefill graphs, bench e2e
+    for f in split_attention_gpu runtime_gpu prefill_graphs_gpu bench_e2e_gpu; do
+        step 330 python3 -u -m pytest -q -p no:cacheprovider "tests/test_$f.py"
+    done
+    ;;
 H107) # (thirty-second session, H100 80GB HBM3) the h100-sxm preset (H105/H106's numbers) chosen by --hardware auto:
     # its GPU test, then the batch-8 table of three models on it with prefetch beside (predicted within 10%? dak vs prefetch)
     step 60 python3 -u -m pytest -q -p no:cacheprovider tests/test_hardware_auto.py
@@ -129,6 +141,6 @@ H97b) # the OPT-30B half of H97
         --systems dak-consolidated
     ;;
 *)  . "$(dirname "$0")/h200_past_calls.sh"  # calls already run, kept to rerun or read
-    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H109|H108|H107|H106|H105|H104|H93b|H96|H97|H97b (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
+    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H111|H110|H109|H108|H107|H106|H105|H104|H93b|H96|H97|H97b (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
 esac
 tail -c 3000 "$log"
