@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh H111|H110|H109|H108|H107|H106|H105|H104|H93b|H96|H97|H97b (calls already run: benchmarks/h200_past_calls.sh, same usage)
+#   bash benchmarks/h200_next.sh H112|H111|H110|H109|H108|H107|H106|H105|H104|H93b|H96|H97|H97b (calls already run: benchmarks/h200_past_calls.sh, same usage)
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -66,6 +66,14 @@ H106) # (thirty-second session, H100 80GB HBM3) dak's GEMV heuristic was read of
     step 150 python3 -m dak bench e2e --models llama-2-7b --batch 8 --ratios 1,2,5,10 \
         --systems dak-consolidated,prefetch,uva --hardware benchmarks/profiles/h100-llama-2-7b-h105.json \
         --out "$OUT/e2e-h106-llama-2-7b-calibrated.json"
+    ;;
+H112) # (thirty-third session, an H100) h100-sxm's copy-engine rate 48.7 -> 52 GB/s (fitted on H107's rows) re-plans
+    # OPT-6.7B at 5% and 10%: the new preset against the old one (benchmarks/profiles/h100-sxm-s32.json), alternated twice
+    e2e="python3 -m dak bench e2e --models opt-6.7b --batch 8 --ratios 5,10 --systems dak-consolidated"
+    for run in 1 2; do
+        step 60 $e2e --hardware h100-sxm --out "$OUT/e2e-h112-new-$run.json"
+        step 60 $e2e --hardware benchmarks/profiles/h100-sxm-s32.json --out "$OUT/e2e-h112-old-$run.json"
+    done
     ;;
 H110) # (thirty-third session, on whichever GPU comes: the H100 80GB HBM3 by default) the GPU test suite, first half:
     # split linear (module, large N, GEMV, copy-ahead, KV ahead), timing, host release, calibration, auto
@@ -141,6 +149,6 @@ H97b) # the OPT-30B half of H97
         --systems dak-consolidated
     ;;
 *)  . "$(dirname "$0")/h200_past_calls.sh"  # calls already run, kept to rerun or read
-    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H111|H110|H109|H108|H107|H106|H105|H104|H93b|H96|H97|H97b (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
+    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H112|H111|H110|H109|H108|H107|H106|H105|H104|H93b|H96|H97|H97b (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
 esac
 tail -c 3000 "$log"
