@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh H112|H111|H110|H109|H108|H107|H106|H105|H104|H93b|H96|H97|H97b (calls already run: benchmarks/h200_past_calls.sh, same usage)
+#   bash benchmarks/h200_next.sh H113|H112|H111|H110|H109|H108|H107|H106|H105|H104|H93b|H96|H97|H97b (calls already run: benchmarks/h200_past_calls.sh, same usage)
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -66,6 +66,19 @@ H106) # (thirty-second session, H100 80GB HBM3) dak's GEMV heuristic was read of
     step 150 python3 -m dak bench e2e --models llama-2-7b --batch 8 --ratios 1,2,5,10 \
         --systems dak-consolidated,prefetch,uva --hardware benchmarks/profiles/h100-llama-2-7b-h105.json \
         --out "$OUT/e2e-h106-llama-2-7b-calibrated.json"
+    ;;
+H113) # (thirty-third session, written after the device time ran out; an H100) OPT-6.7B at 2% is dak's weakest H100
+    # row (H107: 7.12 ms, prefetch 7.34): its plan stages 269 MiB a step, all in out_proj, and the step carries them at
+    # only 40 GB/s. The chain's knobs against the default, alternated twice: more staging slots, the chain wrapped
+    # across steps, the copy stream split in two, then a profile of the default step (where the link idles)
+    e2e="python3 -m dak bench e2e --models opt-6.7b --batch 8 --ratios 1,2 --systems dak-consolidated,prefetch"
+    for run in 1 2; do
+        step 45 $e2e --out "$OUT/e2e-h113-default-$run.json"
+        step 45 env DAK_COPY_SLOTS=4 $e2e --out "$OUT/e2e-h113-slots4-$run.json"
+        step 45 env DAK_COPY_WRAP=1 $e2e --out "$OUT/e2e-h113-wrap-$run.json"
+    done
+    step 45 env DAK_COPY_STREAMS=2 $e2e --out "$OUT/e2e-h113-streams2.json"
+    step 120 python3 -u benchmarks/profile_step.py --model opt-6.7b --batch 8 --prompt-len 32 --gen-len 32 --ratios 0.02 --out "$OUT/step-h113.json"
     ;;
 H112) # (thirty-third session, an H100) h100-sxm's copy-engine rate 48.7 -> 52 GB/s (fitted on H107's rows) re-plans
     # OPT-6.7B at 5% and 10%: the new preset against the old one (benchmarks/profiles/h100-sxm-s32.json), alternated twice
@@ -149,6 +162,6 @@ H97b) # the OPT-30B half of H97
         --systems dak-consolidated
     ;;
 *)  . "$(dirname "$0")/h200_past_calls.sh"  # calls already run, kept to rerun or read
-    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H112|H111|H110|H109|H108|H107|H106|H105|H104|H93b|H96|H97|H97b (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
+    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H113|H112|H111|H110|H109|H108|H107|H106|H105|H104|H93b|H96|H97|H97b (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
 esac
 tail -c 3000 "$log"

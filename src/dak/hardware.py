@@ -258,11 +258,15 @@ PRESETS: dict[str, HardwareProfile] = {
     # 27.9, 25.6, 23.8 us) = 25.8 us (benchmarks/fit_gemv_rate.py). The split-operator excesses (in place, copy engine, host KV)
     # are the H200 preset's: they are link-side costs of the same PCIe Gen5 link, not refitted here.
     # host_bandwidth_ce 52 GB/s (thirty-third session; 48.7 before, saved as
-    # benchmarks/profiles/h100-sxm-s32.json): the decode step's chained copies run faster than
-    # calibrate's one 256 MiB copy (Llama-3-8B at 10%, every host byte staged, moved >= 0.56 GB a
-    # 11.36 ms step: >= 49.6 GB/s with the step's gaps). Re-planning the 15 batch-8 rows at x > 0
+    # benchmarks/profiles/h100-sxm-s32.json), an effective rate: the decode step's chained copies
+    # keep up with calibrate's one 256 MiB copy even counting the step's gaps (Llama-3-8B at 10%
+    # stages about 0.55 GB a step, K/V up to the bucket, in 11.36 ms: 48.8 GB/s). Re-planning the 15 batch-8 rows at x > 0
     # of e2e-h107-s33-h100.json, the median predicted/measured of the 8 at 5-20% is 0.99 at 52
-    # (1.06 at 48.7; within 10%: 18 of 18 rows, 16 at 48.7).
+    # (1.06 at 48.7; within 10%: 16 of 16 rows whose plan it keeps; 14 of 16 at 48.7). It re-plans
+    # OPT-6.7B at 5% and 10% (about 1 MB of host bytes move between operators): H112
+    # (e2e-h112-{new,old}-{1,2}-s33-h100.json, alternated twice in one call) ran the new plans
+    # 12.91/12.88 and 25.38/25.29 ms against the old 12.89/12.86 and 25.51/25.44, predicted/measured
+    # 1.07-1.08 and 1.02 (the old preset's 1.12 and 1.07).
     "h100-sxm": HardwareProfile(
         name="h100-sxm", hbm_bandwidth=2.84e12, host_bandwidth_ce=52.0e9,
         host_bandwidth_sm=51.1e9, flops=803e12, sm_count=132, smem_per_sm=228 * KIB,
