@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh H113|H112|H111|H110|H109|H108|H107|H106|H105|H104|H93b|H96|H97|H97b (calls already run: benchmarks/h200_past_calls.sh, same usage)
+#   bash benchmarks/h200_next.sh H114|H113|H112|H111|H110|H109|H108|H107|H106|H105|H104|H93b|H96|H97|H97b (calls already run: benchmarks/h200_past_calls.sh, same usage)
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -66,6 +66,19 @@ H106) # (thirty-second session, H100 80GB HBM3) dak's GEMV heuristic was read of
     step 150 python3 -m dak bench e2e --models llama-2-7b --batch 8 --ratios 1,2,5,10 \
         --systems dak-consolidated,prefetch,uva --hardware benchmarks/profiles/h100-llama-2-7b-h105.json \
         --out "$OUT/e2e-h106-llama-2-7b-calibrated.json"
+    ;;
+H114) # (thirty-third session, written after the device time ran out; an H100) the 5 batch-8 plans h100-sxm's 52 GB/s
+    # copy-engine rate changes that H112 did not measure (0.2-6.1% of host bytes on other operators than with the
+    # old rate, h100-sxm-s32): new preset against old, alternated twice; predicted within 10%? never slower? (9 files:
+    # tar $OUT before it comes back)
+    for run in 1 2; do
+        for hw in h100-sxm h100-sxm-s32; do
+            step 70 python3 -m dak bench e2e --models llama-2-7b,llama-3-8b --batch 8 --ratios 10,20 \
+                --systems dak-consolidated --hardware $hw --out "$OUT/e2e-h114-llama-$hw-$run.json"
+            step 40 python3 -m dak bench e2e --models opt-6.7b --batch 8 --ratios 20 \
+                --systems dak-consolidated --hardware $hw --out "$OUT/e2e-h114-opt-$hw-$run.json"
+        done
+    done
     ;;
 H113) # (thirty-third session, written after the device time ran out; an H100) OPT-6.7B at 2% is dak's weakest H100
     # row (H107: 7.12 ms, prefetch 7.34): its plan stages 269 MiB a step, all in out_proj, and the step carries them at
@@ -162,6 +175,6 @@ H97b) # the OPT-30B half of H97
         --systems dak-consolidated
     ;;
 *)  . "$(dirname "$0")/h200_past_calls.sh"  # calls already run, kept to rerun or read
-    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H113|H112|H111|H110|H109|H108|H107|H106|H105|H104|H93b|H96|H97|H97b (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
+    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H114|H113|H112|H111|H110|H109|H108|H107|H106|H105|H104|H93b|H96|H97|H97b (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
 esac
 tail -c 3000 "$log"

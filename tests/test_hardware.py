@@ -1,4 +1,6 @@
+import dataclasses
 import json
+from pathlib import Path
 
 import pytest
 
@@ -94,3 +96,14 @@ def test_a_recorded_run_is_priced_with_the_preset_values_it_planned_with():
     assert run_profile("h200-pcie", "2026-12-05T05:38:51") == new  # H98, the first on the new ones
     assert run_profile("h200-pcie", None) == old  # undated: older than the change
     assert run_profile("h200-pcie-gemv", "2026-12-05T05:14:56") == PRESETS["h200-pcie-gemv"]
+
+
+def test_h100_runs_before_the_copy_engine_refit_are_priced_at_the_old_rate():
+    from dak.hardware import run_profile
+    old, new = PRESETS["h100-sxm-s32"], PRESETS["h100-sxm"]
+    assert old.host_bandwidth_ce == 48.7e9 and new.host_bandwidth_ce == 52.0e9
+    assert dataclasses.replace(old, name=new.name, host_bandwidth_ce=new.host_bandwidth_ce) == new
+    assert run_profile("h100-sxm", "2026-12-05T17:32:12") == old  # H107
+    assert run_profile("h100-sxm", "2026-12-05T18:29:32") == new  # H112's new preset
+    saved = get_profile(str(Path(__file__).resolve().parents[1] / "benchmarks/profiles/h100-sxm-s32.json"))  # what H112's old runs named
+    assert dataclasses.replace(saved, name=old.name) == old

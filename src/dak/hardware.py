@@ -258,15 +258,16 @@ PRESETS: dict[str, HardwareProfile] = {
     # 27.9, 25.6, 23.8 us) = 25.8 us (benchmarks/fit_gemv_rate.py). The split-operator excesses (in place, copy engine, host KV)
     # are the H200 preset's: they are link-side costs of the same PCIe Gen5 link, not refitted here.
     # host_bandwidth_ce 52 GB/s (thirty-third session; 48.7 before, saved as
-    # benchmarks/profiles/h100-sxm-s32.json), an effective rate: the decode step's chained copies
-    # keep up with calibrate's one 256 MiB copy even counting the step's gaps (Llama-3-8B at 10%
-    # stages about 0.55 GB a step, K/V up to the bucket, in 11.36 ms: 48.8 GB/s). Re-planning the 15 batch-8 rows at x > 0
-    # of e2e-h107-s33-h100.json, the median predicted/measured of the 8 at 5-20% is 0.99 at 52
-    # (1.06 at 48.7; within 10%: 16 of 16 rows whose plan it keeps; 14 of 16 at 48.7). It re-plans
-    # OPT-6.7B at 5% and 10% (about 1 MB of host bytes move between operators): H112
-    # (e2e-h112-{new,old}-{1,2}-s33-h100.json, alternated twice in one call) ran the new plans
-    # 12.91/12.88 and 25.38/25.29 ms against the old 12.89/12.86 and 25.51/25.44, predicted/measured
-    # 1.07-1.08 and 1.02 (the old preset's 1.12 and 1.07).
+    # preset h100-sxm-s32 and benchmarks/profiles/h100-sxm-s32.json), an effective rate: the decode
+    # step's chained copies keep up with calibrate's one 256 MiB copy even counting the step's gaps
+    # (Llama-3-8B at 10% stages about 0.55 GB a step, K/V up to the bucket, in 11.36 ms: 48.8 GB/s).
+    # benchmarks/fit_ce_rate.py on H107's 15 batch-8 rows at x > 0 (e2e-h107-s33-h100.json): at 48.7
+    # every plan as it ran, 13 within 10% (Llama-2-7B and Llama-3-8B at 10%: 1.12, 1.13); at 52, 8
+    # plans kept, all within 10% (median 0.99), and 7 re-planned: OPT-6.7B at 5% (40% of its host
+    # bytes on other operators) and 10% (2.9%), measured in H112 (e2e-h112-{new,old}-{1,2}-s33-h100.json,
+    # alternated twice in one call: 12.91/12.88 and 25.38/25.29 ms against the old plans'
+    # 12.89/12.86 and 25.51/25.44, predicted/measured 1.07-1.08 and 1.02, the old preset's 1.12 and
+    # 1.07); the other 5 (0.2-6.1% moved, Llama 10/20%, OPT-6.7B at 20%) not yet measured (H114).
     "h100-sxm": HardwareProfile(
         name="h100-sxm", hbm_bandwidth=2.84e12, host_bandwidth_ce=52.0e9,
         host_bandwidth_sm=51.1e9, flops=803e12, sm_count=132, smem_per_sm=228 * KIB,
@@ -289,8 +290,11 @@ PRESETS: dict[str, HardwareProfile] = {
 
 # the default's name until the thirty-first session made it the default (runs and commands name it)
 PRESETS["h200-pcie-gemv"] = dataclasses.replace(PRESETS["h200-pcie"], name="h200-pcie-gemv")
+# h100-sxm as the thirty-second session made it (copy engine at calibrate's 48.7 GB/s; H107 ran on it)
+PRESETS["h100-sxm-s32"] = dataclasses.replace(PRESETS["h100-sxm"], name="h100-sxm-s32", host_bandwidth_ce=48.7e9)
 # presets whose values changed: (name, runs dated before this, the preset holding their old values)
-CHANGED = (("h200-pcie", "2026-12-05T05:30", "h200-pcie-cublas"),)  # H94 ended 05:19, H98 began 05:38
+CHANGED = (("h200-pcie", "2026-12-05T05:30", "h200-pcie-cublas"),  # H94 ended 05:19, H98 began 05:38
+           ("h100-sxm", "2026-12-05T18:00", "h100-sxm-s32"))  # H107 began 17:32, H112 18:29
 
 
 def run_profile(name: str, date: str | None) -> HardwareProfile:

@@ -1,0 +1,86 @@
+"""Which copy-engine rate predicts measured decode steps best? Re-price `dak bench e2e` rows at
+candidate `host_bandwidth_ce` values (CPU only).
+
+Every dak row at x > 0 is re-planned with the profile its run planned with
+(`dak.hardware.run_profile`, or `--hardware`) at each candidate rate. A row whose plan the rate
+keeps (every operator's host units the same) is priced and compared with its measured TPOT; a
+row the rate re-plans is only counted (its prediction would be for a placement that did not run).
+
+    PYTHONPATH=src python3 benchmarks/fit_ce_rate.py --results benchmarks/results/e2e-h107-s33-h100.json \
+        --rates 48.7,50,51,52,53
+
+The thirty-third session set `h100-sxm`'s rate to 52 GB/s from this (calibrate's one 256 MiB copy
+measured 48.7 GB/s; the decode step's chained copies price better at 52).
+"""
+
+import argparse
+import dataclasses
+import json
+import statistics
+
+from dak.hardware import get_profile, run_profile
+from dak.models import Workload, load_spec
+from dak.planner import plan
+
+
+def rows_of(paths, hardware=None):
+    """(row, the profile its run planned with, fused) for every dak row at x > 0."""
+    out = []
+    for path in paths:
+        data = json.load(open(path))
+        cfg, date = data.get("config", {}), data.get("meta", {}).get("date")
+        prof = get_profile(hardware) if hardware else run_profile(cfg.get("hardware", "h200-pcie"), date)
+        for r in data["rows"]:
+            if r["system"].startswith("dak-") and r.get("status") == "ok" and r["x_req"]:
+                out.append((r, prof, cfg.get("fuse_projections", False)))
+    return out
+
+
+def moved(a, b):
+    """The host bytes that sit on another operator in placement b than in a, as a share of a's."""
+    return sum(abs(x.host_bytes - y.host_bytes) for x, y in zip(a.ops, b.ops)) / 2 / max(a.host_bytes, 1)
+
+
+def price(rows, rate):
+    """[(model, x, predicted/measured, share of host bytes re-planned)] at copy-engine rate `rate`
+    (predicted/measured None where the plan differs)."""
+    out = []
+    for r, prof, fused in rows:
+        w = Workload("decode", r["batch"], r["prompt_len"], r["gen_len"], r["dtype"])
+        spec, policy = load_spec(r["model"]), r["system"].removeprefix("dak-")
+        ran = plan(spec, w, prof, r["hbm_budget"], policy, fused=fused)
+        cand = plan(spec, w, dataclasses.replace(prof, host_bandwidth_ce=rate), r["hbm_budget"], policy, fused=fused)
+        same = [op.host_units for op in ran.ops] == [op.host_units for op in cand.ops]
+        out.append((r["model"], r["x_req"], cand.predicted_s / r["tpot_s"] if same else None, moved(ran, cand)))
+    return out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--results", required=True, help="dak bench e2e JSONs, comma-separated")
+    ap.add_argument("--rates", default="48.7,50,52", help="candidate copy-engine rates, GB/s, comma-separated")
+    ap.add_argument("--hardware", help="the profile the runs planned with (default: each run's, dak.hardware.run_profile)")
+    args = ap.parse_args(argv)
+    try:
+        rates = [float(v) * 1e9 for v in args.rates.split(",")]
+    except ValueError:
+        ap.error(f"--rates takes numbers in GB/s, e.g. 48.7,52; got {args.rates!r}")
+    if not rates or min(rates) <= 0:
+        ap.error("--rates must be positive")
+    rows = rows_of(args.results.split(","), args.hardware)
+    if not rows:
+        ap.error("no dak row at x > 0 in --results")
+    for rate in rates:
+        got = price(rows, rate)
+        kept = [p for _, _, p, _ in got if p is not None]
+        within = sum(abs(p - 1) <= 0.1 for p in kept)
+        med = statistics.median(kept) if kept else float("nan")
+        print(f"{rate / 1e9:6.2f} GB/s: {len(kept)} of {len(got)} plans kept, within 10% {within} of {len(kept)}, "
+              f"median predicted/measured {med:.3f}")
+        print("   " + ", ".join(f"{m} {x:.0%} " + (f"{p:.3f}" if p is not None else f"re-planned ({mv:.1%} moved)")
+                              for m, x, p, mv in got))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
