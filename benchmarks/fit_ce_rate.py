@@ -15,25 +15,22 @@ measured 48.7 GB/s; the decode step's chained copies price better at 52).
 
 import argparse
 import dataclasses
-import json
 import statistics
+import sys
+from pathlib import Path
 
-from dak.hardware import get_profile, run_profile
-from dak.models import Workload, load_spec
-from dak.planner import plan
+from dak.hardware import get_profile
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fit_gemv_rate import priced, rows_of as e2e_rows  # noqa: E402  (the same rows, re-planned the same way)
+
+SYSTEMS = ("dak-greedy", "dak-consolidated", "dak-streamed", "dak-uniform")
 
 
 def rows_of(paths, hardware=None):
-    """(row, the profile its run planned with, fused) for every dak row at x > 0."""
-    out = []
-    for path in paths:
-        data = json.load(open(path))
-        cfg, date = data.get("config", {}), data.get("meta", {}).get("date")
-        prof = get_profile(hardware) if hardware else run_profile(cfg.get("hardware", "h200-pcie"), date)
-        for r in data["rows"]:
-            if r["system"].startswith("dak-") and r.get("status") == "ok" and r["x_req"]:
-                out.append((r, prof, cfg.get("fuse_projections", False)))
-    return out
+    """(row, the profile its run planned with) for every dak row at x > 0."""
+    prof = get_profile(hardware) if hardware else None
+    return [(r, prof or r["_profile"]) for r in e2e_rows(paths, SYSTEMS, max_batch=1 << 30) if r["x_req"]]
 
 
 def moved(a, b):
@@ -45,11 +42,8 @@ def price(rows, rate):
     """[(model, x, predicted/measured, share of host bytes re-planned)] at copy-engine rate `rate`
     (predicted/measured None where the plan differs)."""
     out = []
-    for r, prof, fused in rows:
-        w = Workload("decode", r["batch"], r["prompt_len"], r["gen_len"], r["dtype"])
-        spec, policy = load_spec(r["model"]), r["system"].removeprefix("dak-")
-        ran = plan(spec, w, prof, r["hbm_budget"], policy, fused=fused)
-        cand = plan(spec, w, dataclasses.replace(prof, host_bandwidth_ce=rate), r["hbm_budget"], policy, fused=fused)
+    for r, prof in rows:
+        ran, _, cand = priced(r, prof, dataclasses.replace(prof, host_bandwidth_ce=rate))
         same = [op.host_units for op in ran.ops] == [op.host_units for op in cand.ops]
         out.append((r["model"], r["x_req"], cand.predicted_s / r["tpot_s"] if same else None, moved(ran, cand)))
     return out
@@ -67,7 +61,10 @@ def main(argv=None):
         ap.error(f"--rates takes numbers in GB/s, e.g. 48.7,52; got {args.rates!r}")
     if not rates or min(rates) <= 0:
         ap.error("--rates must be positive")
-    rows = rows_of(args.results.split(","), args.hardware)
+    try:
+        rows = rows_of(args.results.split(","), args.hardware)
+    except (OSError, ValueError, KeyError) as e:
+        ap.error(f"--results: cannot read a dak bench e2e JSON ({type(e).__name__}: {e})")
     if not rows:
         ap.error("no dak row at x > 0 in --results")
     for rate in rates:

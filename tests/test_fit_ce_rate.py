@@ -30,7 +30,7 @@ def _results(tmp_path, true_rate, ratios=(0.02, 0.1)):
         # the time the plan that ran costs at the true rate (same placement, other rate)
         cost = plan(spec, W, truth, budget, "consolidated", fused=True)
         assert [o.host_units for o in cost.ops] == [o.host_units for o in ran.ops], "pick ratios the rate keeps"
-        rows.append({"model": "llama-2-7b", "system": "dak-consolidated", "status": "ok", "x_req": x, "batch": 8,
+        rows.append({"model": "llama-2-7b", "system": "dak-consolidated", "kind": "ratio", "status": "ok", "x_req": x, "batch": 8,
                      "prompt_len": 32, "gen_len": 32, "dtype": "bf16", "hbm_budget": budget,
                      "tpot_s": cost.predicted_s, "host_bytes": ran.host_bytes})
     rows.append(dict(rows[0], x_req=0.0))  # all in HBM: not a copy-engine row, left out
@@ -45,7 +45,7 @@ def test_the_true_rate_prices_every_kept_row_exactly_and_a_wrong_rate_does_not(t
     true_rate = float(np.random.default_rng().uniform(49.0, 50.0)) * 1e9
     path = _results(tmp_path, true_rate)
     rows = fcr.rows_of([str(path)])
-    assert len(rows) == 2 and all(prof is PRESETS["h100-sxm-s32"] for _, prof, _ in rows)  # run_profile: dated before
+    assert len(rows) == 2 and all(prof is PRESETS["h100-sxm-s32"] for _, prof in rows)  # run_profile: dated before
     got = fcr.price(rows, true_rate)
     assert [(m, x) for m, x, _, _ in got] == [("llama-2-7b", 0.02), ("llama-2-7b", 0.1)]
     for _, _, ratio, moved in got:
@@ -71,3 +71,6 @@ def test_cli_prints_each_rate_and_rejects_bad_rates(tmp_path, capsys):
     with pytest.raises(SystemExit):
         fcr.main(["--results", str(empty)])
     assert "no dak row at x > 0" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        fcr.main(["--results", str(tmp_path / "missing.json")])
+    assert "cannot read a dak bench e2e JSON" in capsys.readouterr().err
