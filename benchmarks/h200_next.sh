@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh H114|H113|H112|H111|H110|H109|H108|H107|H106|H105|H104|H93b|H96|H97|H97b (calls already run: benchmarks/h200_past_calls.sh, same usage)
+#   bash benchmarks/h200_next.sh H115|H116|H114|H112|H111|H110|H109|H107|H106|H105|H104 (calls already run: benchmarks/h200_past_calls.sh, same usage)
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -41,6 +41,27 @@ tuning_cache() {  # the committed tuning cache (every decode case of bench_linea
     cp benchmarks/results/tuning-cache-h200.json "$DAK_CACHE_DIR/split_linear.json"
 }
 case "$1" in
+H115) # (thirty-fourth session, an H200) the batch-8 rows whose plans or runs the new defaults change
+    # (DAK_ROOFLINE_KV_AHEAD=1: host K/V priced as copied ahead; DAK_COPY_WRAP=plan: one-GEMV chains wrapped), with
+    # prefetch beside, to merge into e2e-h200.json: Llama-2-7B at 5/40%, OPT-6.7B at 1/5/20/40%, OPT-30B at 1/5/10%
+    # (all but the 40% rows measured alone in H93b/H97/H97b at e955fdc)
+    e2e="python3 -m dak bench e2e --batch 8 --systems dak-consolidated,prefetch"
+    step 120 $e2e --models llama-2-7b --ratios 5,40 --out "$OUT/e2e-h115-llama-2-7b.json"
+    step 200 $e2e --models opt-6.7b --ratios 1,5,20,40 --out "$OUT/e2e-h115-opt-6.7b.json"
+    step 200 $e2e --models opt-30b --ratios 1,5,10 --out "$OUT/e2e-h115-opt-30b.json"
+    ;;
+H116) # (thirty-fourth session, an H200) H96 found 8 KV-length buckets 0-1% faster than 4 with host K/V priced in
+    # place; priced as copied (the new default) the bucket count moves plans too: 8 re-plans OPT-30B at 5/10% and
+    # OPT-6.7B at 20% (back to the in-place-priced plans). 4 against 8 on those rows, alternated twice; if 8 is
+    # faster on both models, raise DEFAULT_KV_BUCKETS
+    e2e="python3 -m dak bench e2e --batch 8 --systems dak-consolidated"
+    for run in 1 2; do
+        for kb in 4 8; do
+            step 70 $e2e --models opt-30b --ratios 5,10 --kv-buckets $kb --out "$OUT/e2e-h116-opt-30b-kv$kb-$run.json"
+            step 45 $e2e --models opt-6.7b --ratios 20 --kv-buckets $kb --out "$OUT/e2e-h116-opt-6.7b-kv$kb-$run.json"
+        done
+    done
+    ;;
 H104) # (thirty-first session, after the last call) min_new_tokens holds EOS back inside the decode graphs (a
     # per-request minimum on the device): its graphed-vs-eager test, with the repetition-penalty one beside
     step 120 python3 -u -m pytest -q -p no:cacheprovider tests/test_runtime_gpu.py -k "min_new or repetition_penalty"
@@ -80,19 +101,6 @@ H114) # (thirty-third session, written after the device time ran out; an H100) t
         done
     done
     ;;
-H113) # (thirty-third session, written after the device time ran out; an H100) OPT-6.7B at 2% is dak's weakest H100
-    # row (H107: 7.12 ms, prefetch 7.34): its plan stages 269 MiB a step, all in out_proj, and the step carries them at
-    # only 40 GB/s. The chain's knobs against the default, alternated twice: more staging slots, the chain wrapped
-    # across steps, the copy stream split in two, then a profile of the default step (where the link idles)
-    e2e="python3 -m dak bench e2e --models opt-6.7b --batch 8 --ratios 1,2 --systems dak-consolidated,prefetch"
-    for run in 1 2; do
-        step 45 $e2e --out "$OUT/e2e-h113-default-$run.json"
-        step 45 env DAK_COPY_SLOTS=4 $e2e --out "$OUT/e2e-h113-slots4-$run.json"
-        step 45 env DAK_COPY_WRAP=1 $e2e --out "$OUT/e2e-h113-wrap-$run.json"
-    done
-    step 45 env DAK_COPY_STREAMS=2 $e2e --out "$OUT/e2e-h113-streams2.json"
-    step 120 python3 -u benchmarks/profile_step.py --model opt-6.7b --batch 8 --prompt-len 32 --gen-len 32 --ratios 0.02 --out "$OUT/step-h113.json"
-    ;;
 H112) # (thirty-third session, an H100) h100-sxm's copy-engine rate 48.7 -> 52 GB/s (fitted on H107's rows) re-plans
     # OPT-6.7B at 5% and 10%: the new preset against the old one (benchmarks/profiles/h100-sxm-s32.json), alternated twice
     e2e="python3 -m dak bench e2e --models opt-6.7b --batch 8 --ratios 5,10 --systems dak-consolidated"
@@ -120,16 +128,6 @@ H107) # (thirty-second session, H100 80GB HBM3) the h100-sxm preset (H105/H106's
     step 330 python3 -m dak bench e2e --models llama-2-7b,llama-3-8b,opt-6.7b --batch 8 --ratios 0,1,2,5,10,20 \
         --systems dak-consolidated,prefetch --out "$OUT/e2e-h107-h100.json"
     ;;
-H108) # (thirty-second session, when the machine is an H200) --hardware auto's GPU test there, then H93b and H97 at 5/20%
-    step 60 python3 -u -m pytest -q -p no:cacheprovider tests/test_hardware_auto.py
-    step 30 python3 -m dak hardware
-    bash "$0" H93b >/dev/null
-    for model_x in llama-2-7b:5 opt-6.7b:5,20; do  # H97 without its 40% rows (one call's time)
-        ab 120 DAK_ROOFLINE_KV_AHEAD=1 "e2e-h97-${model_x%%:*}" python3 -m dak bench e2e --models "${model_x%%:*}" \
-            --batch 8 --ratios "${model_x#*:}" --systems dak-consolidated
-    done
-    cat "$OUT/run-H93b.log" >>"$log" && rm -f "$OUT/run-H93b.log"
-    ;;
 H109) # (thirty-second session, little device time left) the short form of H107 (H100) or H108 (H200): auto's GPU
     # test, then on an H100 two models at 1/2/5% on h100-sxm with prefetch beside, on an H200 H93b
     step 60 python3 -u -m pytest -q -p no:cacheprovider tests/test_hardware_auto.py
@@ -140,41 +138,7 @@ H109) # (thirty-second session, little device time left) the short form of H107 
         bash "$0" H93b >/dev/null; cat "$OUT/run-H93b.log" >>"$log"; rm -f "$OUT/run-H93b.log"
     fi
     ;;
-H93b) # (thirty-first session) H93's one A/B moved rows DAK_COPY_WRAP=plan cannot change by -4% to +4%: the
-    # two rows it changes (OPT-6.7B / OPT-30B batch 8 at 1%, one GEMV once staged) alternated default / plan
-    # twice; if plan is faster in both pairs on both models, make it the default (dak.shares.copy_wrap_mode)
-    for run in 1 2; do
-        ab 60 DAK_COPY_WRAP=plan "e2e-h93b-$run" python3 -m dak bench e2e --models opt-6.7b,opt-30b --batch 8 \
-            --ratios 1 --systems dak-consolidated
-    done
-    ;;
-H96) # (thirtieth session, CPU) the decode graphs copy a staged request's K/V up to its step's cache-length bucket
-    # (55.7 of 64 positions at prompt 32 + 32 with 4 buckets; the planner prices that now): more buckets copy fewer
-    # rows (8: 51.6) for more graphs. The default plans with host K/V (OPT-30B at 5%: 672 MiB, OPT-6.7B at 10%:
-    # 256 MiB) at 4, 8 and 16 buckets, alternated twice; if 8 or 16 is faster on both, raise DEFAULT_KV_BUCKETS
-    local_e2e="python3 -m dak bench e2e --models opt-30b,opt-6.7b --batch 8 --ratios 5,10 --systems dak-consolidated"
-    for run in 1 2; do
-        for kb in 4 8 16; do
-            step 90 $local_e2e --kv-buckets $kb --out "$OUT/e2e-h96-kv$kb-$run.json"
-        done
-    done
-    ;;
-H97) # (thirtieth session, CPU) with host K/V priced as the runtime copies it (bucket rows, parts under 4 MiB a layer
-    # in place), $DAK_ROOFLINE_KV_AHEAD=1 changes 6 of the 24 batch-8 plans at 1-40%: Llama-2-7B and OPT-6.7B at 5%
-    # (to host K/V: H47/H50 measured 3.4% faster / 1% slower), at 40% (away from it), OPT-30B at 5/10% (away from
-    # it); on the thirty-first session's default preset 7 (OPT-6.7B at 20% too; Llama-2-7B at 5%: 9.21 -> 8.41 ms
-    # predicted, 8.78 measured on the default). Default vs the flag on exactly those rows (H97: the 7B models, H97b: OPT-30B); if the flag is faster
-    # overall, make it the default
-    for model_x in llama-2-7b:5,40 opt-6.7b:5,20,40; do
-        ab 120 DAK_ROOFLINE_KV_AHEAD=1 "e2e-h97-${model_x%%:*}" python3 -m dak bench e2e --models "${model_x%%:*}" \
-            --batch 8 --ratios "${model_x#*:}" --systems dak-consolidated
-    done
-    ;;
-H97b) # the OPT-30B half of H97
-    ab 250 DAK_ROOFLINE_KV_AHEAD=1 e2e-h97-opt-30b python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 5,10 \
-        --systems dak-consolidated
-    ;;
 *)  . "$(dirname "$0")/h200_past_calls.sh"  # calls already run, kept to rerun or read
-    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H114|H113|H112|H111|H110|H109|H108|H107|H106|H105|H104|H93b|H96|H97|H97b (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
+    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H115|H116|H114|H112|H111|H110|H109|H107|H106|H105|H104 (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
 esac
 tail -c 3000 "$log"

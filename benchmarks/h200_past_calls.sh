@@ -3,6 +3,63 @@
 # (step, ab, curves_ab, cache_vs_fresh) and $OUT, $log are set. past_call NAME runs one; unknown names return 2.
 past_call() {
 case "$1" in
+H108) # (ran: thirty-fourth session at e955fdc on an H200; h108-h96-h97b-h113-s34-h200.log: auto's GPU test 16 passed, H93b and H97 at 5/20% below) (thirty-second session, when the machine is an H200) --hardware auto's GPU test there, then H93b and H97 at 5/20%
+    step 60 python3 -u -m pytest -q -p no:cacheprovider tests/test_hardware_auto.py
+    step 30 python3 -m dak hardware
+    bash "$0" H93b >/dev/null
+    for model_x in llama-2-7b:5 opt-6.7b:5,20; do  # H97 without its 40% rows (one call's time)
+        ab 120 DAK_ROOFLINE_KV_AHEAD=1 "e2e-h97-${model_x%%:*}" python3 -m dak bench e2e --models "${model_x%%:*}" \
+            --batch 8 --ratios "${model_x#*:}" --systems dak-consolidated
+    done
+    cat "$OUT/run-H93b.log" >>"$log" && rm -f "$OUT/run-H93b.log"
+    ;;
+H93b) # (ran: thirty-fourth session inside H108; e2e-h93b-{1,2}-{default,copy-wrap}-s34-h200.json: plan faster in both pairs on both models, made the default) (thirty-first session) H93's one A/B moved rows DAK_COPY_WRAP=plan cannot change by -4% to +4%: the
+    # two rows it changes (OPT-6.7B / OPT-30B batch 8 at 1%, one GEMV once staged) alternated default / plan
+    # twice; if plan is faster in both pairs on both models, make it the default (dak.shares.copy_wrap_mode)
+    for run in 1 2; do
+        ab 60 DAK_COPY_WRAP=plan "e2e-h93b-$run" python3 -m dak bench e2e --models opt-6.7b,opt-30b --batch 8 \
+            --ratios 1 --systems dak-consolidated
+    done
+    ;;
+H96) # (ran: thirty-fourth session at e955fdc; e2e-h96-kv{4,8,16}-{1,2}-s34-h200.json: 8 buckets 0-1% faster; not raised: the new K/V pricing makes buckets move plans, H116) (thirtieth session, CPU) the decode graphs copy a staged request's K/V up to its step's cache-length bucket
+    # (55.7 of 64 positions at prompt 32 + 32 with 4 buckets; the planner prices that now): more buckets copy fewer
+    # rows (8: 51.6) for more graphs. The default plans with host K/V (OPT-30B at 5%: 672 MiB, OPT-6.7B at 10%:
+    # 256 MiB) at 4, 8 and 16 buckets, alternated twice; if 8 or 16 is faster on both, raise DEFAULT_KV_BUCKETS
+    local_e2e="python3 -m dak bench e2e --models opt-30b,opt-6.7b --batch 8 --ratios 5,10 --systems dak-consolidated"
+    for run in 1 2; do
+        for kb in 4 8 16; do
+            step 90 $local_e2e --kv-buckets $kb --out "$OUT/e2e-h96-kv$kb-$run.json"
+        done
+    done
+    ;;
+H97) # (ran in part: thirty-fourth session inside H108, Llama-2-7B at 5% and OPT-6.7B at 5/20%; e2e-h97-*-s34-h200.json: the flag made the default; the 40% rows are in H115) (thirtieth session, CPU) with host K/V priced as the runtime copies it (bucket rows, parts under 4 MiB a layer
+    # in place), $DAK_ROOFLINE_KV_AHEAD=1 changes 6 of the 24 batch-8 plans at 1-40%: Llama-2-7B and OPT-6.7B at 5%
+    # (to host K/V: H47/H50 measured 3.4% faster / 1% slower), at 40% (away from it), OPT-30B at 5/10% (away from
+    # it); on the thirty-first session's default preset 7 (OPT-6.7B at 20% too; Llama-2-7B at 5%: 9.21 -> 8.41 ms
+    # predicted, 8.78 measured on the default). Default vs the flag on exactly those rows (H97: the 7B models, H97b: OPT-30B); if the flag is faster
+    # overall, make it the default
+    for model_x in llama-2-7b:5,40 opt-6.7b:5,20,40; do
+        ab 120 DAK_ROOFLINE_KV_AHEAD=1 "e2e-h97-${model_x%%:*}" python3 -m dak bench e2e --models "${model_x%%:*}" \
+            --batch 8 --ratios "${model_x#*:}" --systems dak-consolidated
+    done
+    ;;
+H97b) # (ran: thirty-fourth session at e955fdc; e2e-h97-opt-30b-*-s34-h200.json) the OPT-30B half of H97
+    ab 250 DAK_ROOFLINE_KV_AHEAD=1 e2e-h97-opt-30b python3 -m dak bench e2e --models opt-30b --batch 8 --ratios 5,10 \
+        --systems dak-consolidated
+    ;;
+H113) # (ran: thirty-fourth session at e955fdc on an H200, not the H100 it was written for; e2e-h113-*-s34-h200.json, step-h113-opt-6.7b-2pct-s34-h200.json) (thirty-third session, written after the device time ran out; an H100) OPT-6.7B at 2% is dak's weakest H100
+    # row (H107: 7.12 ms, prefetch 7.34): its plan stages 269 MiB a step, all in out_proj, and the step carries them at
+    # only 40 GB/s. The chain's knobs against the default, alternated twice: more staging slots, the chain wrapped
+    # across steps, the copy stream split in two, then a profile of the default step (where the link idles)
+    e2e="python3 -m dak bench e2e --models opt-6.7b --batch 8 --ratios 1,2 --systems dak-consolidated,prefetch"
+    for run in 1 2; do
+        step 45 $e2e --out "$OUT/e2e-h113-default-$run.json"
+        step 45 env DAK_COPY_SLOTS=4 $e2e --out "$OUT/e2e-h113-slots4-$run.json"
+        step 45 env DAK_COPY_WRAP=1 $e2e --out "$OUT/e2e-h113-wrap-$run.json"
+    done
+    step 45 env DAK_COPY_STREAMS=2 $e2e --out "$OUT/e2e-h113-streams2.json"
+    step 120 python3 -u benchmarks/profile_step.py --model opt-6.7b --batch 8 --prompt-len 32 --gen-len 32 --ratios 0.02 --out "$OUT/step-h113.json"
+    ;;
 H93) # (ran: thirty-first session at f1aa84a, inline in the H94 call (the A/B, e2e-h93-{default,plan}-s31-h200.json);
     # its wrap tests in H95: passed; inconclusive, H93b repeats the two rows it changes) (twenty-eighth session) $DAK_COPY_WRAP=plan (CPU-tested only): a plan that runs one GEMV once staged wraps its
     # copy-ahead chain (H90/H91: 0.09-0.27 ms faster at OPT 1% with DAK_COPY_WRAP=1). Its GPU tests (the wrap cases),
