@@ -38,6 +38,7 @@ from dak.bench.meta import git_sha
 from dak.hardware import get_profile, run_profile
 from dak.models import Workload, list_operators, load_spec
 from dak.planner import plan
+from dak.switches import environment, run_environ
 from dak.planner.overhead import step_overhead
 from dak.planner.stream import chain_predict
 from dak.defaults import DEFAULT_FUSE_PROJECTIONS, DEFAULT_KV_AHEAD
@@ -62,28 +63,33 @@ def gemv_rate(paths) -> tuple[float, float, float, float]:
 def rows_of(paths, systems, max_batch: int = 16):
     """The rows to price, each with the profile its run planned with ("_profile": run_profile of
     the file's hardware and the row's run date, so a merged table's old and new rows each re-plan
-    as they ran)."""
+    as they ran) and its $DAK_* switches ("_env": dak.switches.run_environ of the run's own and
+    its date: defaults changed since it ran at their old values)."""
     seen = {}
     for path in paths:
         d = json.load(open(path))
         hw = d.get("config", {}).get("hardware") or "h200-pcie"
         for r in d["rows"]:
             if r["system"] in systems and r.get("status") == "ok" and r["batch"] <= max_batch and r.get("kind") == "ratio":
-                date = (r.get("run") or {}).get("date") or d.get("meta", {}).get("date")
-                seen[(r["model"], r["system"], r["batch"], r["x_req"])] = dict(r, _profile=run_profile(hw, date))
+                run = r.get("run") or d.get("meta", {})
+                date = run.get("date") or d.get("meta", {}).get("date")
+                seen[(r["model"], r["system"], r["batch"], r["x_req"])] = dict(
+                    r, _profile=run_profile(hw, date), _env=run_environ(run.get("env"), date))
     return list(seen.values())
 
 
 def priced(r, run_profile, profile):
-    """(the run's placement, its prediction on `profile`, the placement `profile` itself plans)."""
+    """(the run's placement, its prediction on `profile`, the placement `profile` itself plans),
+    all under the run's $DAK_* switches (r["_env"], where rows_of set it)."""
     w = Workload("decode", r["batch"], r["prompt_len"], r["gen_len"], r["dtype"])
     spec = load_spec(r["model"])
     policy = r["system"].removeprefix("dak-")
     kw = dict(fused=DEFAULT_FUSE_PROJECTIONS, kv_ahead=DEFAULT_KV_AHEAD)
-    run_pl = plan(spec, w, run_profile, r["hbm_budget"], policy, **kw)
-    host = [o.host_bytes for o in run_pl.ops]
-    pred = chain_predict(list_operators(spec, w), host, w, profile, base=step_overhead(spec, w, profile), **kw)
-    own = plan(spec, w, profile, r["hbm_budget"], policy, **kw)
+    with environment(r.get("_env", {})):
+        run_pl = plan(spec, w, run_profile, r["hbm_budget"], policy, **kw)
+        host = [o.host_bytes for o in run_pl.ops]
+        pred = chain_predict(list_operators(spec, w), host, w, profile, base=step_overhead(spec, w, profile), **kw)
+        own = plan(spec, w, profile, r["hbm_budget"], policy, **kw)
     return run_pl, pred, own
 
 

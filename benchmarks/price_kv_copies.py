@@ -9,7 +9,7 @@ ahead (a calibrated one, or any under $DAK_ROOFLINE_KV_AHEAD=1):
 - the untuned attention config reads host K/V under 4 MiB a layer in place, without the copy
   engine (dak.shares.ATTENTION_CE_MIN_BYTES): such parts are priced as read in place.
 This script re-plans every dak row of the given `bench e2e` JSONs as its run planned it (the run's
-profile and $DAK_* switches, the previous pricing) and prints predicted / measured for that
+profile and $DAK_* switches, dak.switches.run_environ; the previous pricing) and prints predicted / measured for that
 placement under the previous and the current pricing, and whether the current one plans the row
 differently.
 
@@ -34,6 +34,7 @@ from dak.models import Workload, list_operators, load_spec
 from dak.planner import plan
 from dak.planner.overhead import step_overhead
 from dak.planner.stream import chain_predict
+from dak.switches import environment, run_environ
 
 
 @contextmanager
@@ -49,21 +50,10 @@ def previous_pricing():
         model_ops.copied_rows, overhead.ATTENTION_CE_MIN_BYTES = rows, floor
 
 
-@contextmanager
-def run_env(env: dict):
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
-
-
 def reprice(path: str, moved: dict) -> list[dict]:
     d = json.load(open(path))
     out = []
-    with run_env(d["meta"].get("env") or {}):
+    with environment(run_environ(d["meta"].get("env"), d["meta"].get("date"))):
         hw = d["config"].get("hardware") or "h200-pcie"
         prof = get_profile(moved[hw]) if hw in moved else run_profile(hw, d["meta"].get("date"))
         for r in d["rows"]:

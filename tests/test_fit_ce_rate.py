@@ -12,23 +12,26 @@ from dak.baselines.e2e import budget_for
 from dak.hardware import PRESETS
 from dak.models import Workload, load_spec
 from dak.planner import plan
+from dak.switches import environment, run_environ
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import fit_ce_rate as fcr  # noqa: E402
 
 W = Workload("decode", 8, 32, 32)
+DATE = "2026-12-05T17:32:12"  # before the h100-sxm refit and the thirty-fourth session's default changes
 
 
 def _results(tmp_path, true_rate, ratios=(0.02, 0.1)):
     """A bench JSON whose rows ran the h100-sxm-s32 plans and measured exactly what they cost at
-    `true_rate` (its plans' predictions with that copy-engine rate)."""
+    `true_rate` (its plans' predictions with that copy-engine rate), under the switches of its date."""
     ran_on, truth = PRESETS["h100-sxm-s32"], dataclasses.replace(PRESETS["h100-sxm-s32"], host_bandwidth_ce=true_rate)
     spec, rows = load_spec("llama-2-7b"), []
     for x in ratios:
         budget = budget_for(spec, W, x, ran_on)
-        ran = plan(spec, W, ran_on, budget, "consolidated", fused=True)
-        # the time the plan that ran costs at the true rate (same placement, other rate)
-        cost = plan(spec, W, truth, budget, "consolidated", fused=True)
+        with environment(run_environ(None, DATE)):
+            ran = plan(spec, W, ran_on, budget, "consolidated", fused=True)
+            # the time the plan that ran costs at the true rate (same placement, other rate)
+            cost = plan(spec, W, truth, budget, "consolidated", fused=True)
         assert [o.host_units for o in cost.ops] == [o.host_units for o in ran.ops], "pick ratios the rate keeps"
         rows.append({"model": "llama-2-7b", "system": "dak-consolidated", "kind": "ratio", "status": "ok", "x_req": x, "batch": 8,
                      "prompt_len": 32, "gen_len": 32, "dtype": "bf16", "hbm_budget": budget,
@@ -36,7 +39,7 @@ def _results(tmp_path, true_rate, ratios=(0.02, 0.1)):
     rows.append(dict(rows[0], x_req=0.0))  # all in HBM: not a copy-engine row, left out
     rows.append(dict(rows[0], system="prefetch"))  # a baseline: left out
     path = tmp_path / "e2e.json"
-    path.write_text(json.dumps({"meta": {"date": "2026-12-05T17:32:12"},
+    path.write_text(json.dumps({"meta": {"date": DATE},
                                 "config": {"hardware": "h100-sxm", "fuse_projections": True}, "rows": rows}))
     return path
 

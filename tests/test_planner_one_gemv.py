@@ -22,7 +22,10 @@ def test_consolidated_keeps_llama_2_7b_in_place_plan_at_2_percent(monkeypatch, m
     a streamed o_proj chain (32 copies; predicted 4.18 ms, measured 4.37) over the in-place plan
     greedy makes (down_proj in place, measured 4.01), the copies' start-up unpriced. H89
     (twenty-eighth session, the preset profile): that chain as one GEMV each measured 4.03 ms
-    against the in-place plan's 3.96, once all its start-ups were priced off."""
+    against the in-place plan's 3.96, once all its start-ups were priced off. One-GEMV chains wrap
+    by default since the thirty-fourth session: a chain of the LM head alone would refill its slot
+    at the step's end, which waits for it, so the wrap must not make it look free (it did, priced
+    as hidden, before the chain's tail was priced)."""
     if mode is None:
         monkeypatch.delenv("DAK_CE_ONE_GEMV", raising=False)
     else:
@@ -53,6 +56,7 @@ def test_one_gemv_where_the_copies_hide_behind_compute(mode, monkeypatch):
     ($DAK_CE_ONE_GEMV=1) or never (0); never beyond the GEMV's 16 tokens or at prefill."""
     from dak.planner.stream import chained, one_gemv_saving
     from dak.shares import ONE_GEMV_LINK_SHARE
+    monkeypatch.setenv("DAK_COPY_WRAP", "0")  # one GEMV alone (the wrap: the test below)
     if mode is not None:
         monkeypatch.setenv("DAK_CE_ONE_GEMV", mode)
     else:
@@ -84,6 +88,7 @@ def test_plan_records_one_gemv_and_prices_it(monkeypatch):
     """Placement.one_gemv follows the chain model's choice; the predicted step drops by the saved
     start-ups (OPT-6.7B at 1%: out_proj's 32 copies, link side ~2.9 ms of ~4.7)."""
     monkeypatch.delenv("DAK_CE_ONE_GEMV", raising=False)
+    monkeypatch.setenv("DAK_COPY_WRAP", "0")  # one GEMV alone (the wrap: the test below)
     spec = load_spec("opt-6.7b")
     budget = budget_for(spec, W, 0.01, H200)
     pl = plan(spec, W, H200, budget, "consolidated")
@@ -99,21 +104,23 @@ def test_plan_records_one_gemv_and_prices_it(monkeypatch):
 
 
 def test_copy_wrap_plan_takes_the_first_copy_off_one_gemv_plans_only(monkeypatch):
-    """$DAK_COPY_WRAP=plan: a plan that runs one GEMV once staged (OPT-6.7B at 1%) wraps its chain,
-    so its first copy leaves both sides (predicted lower by about it); a link-bound plan (5%, no one
-    GEMV) is priced as before."""
+    """$DAK_COPY_WRAP=plan (the default since the thirty-fourth session): a plan that runs one GEMV
+    once staged (OPT-6.7B at 1%) wraps its chain, so its first copy leaves both sides (predicted
+    lower by about it); a link-bound plan (5%, no one GEMV) is priced as with =0."""
     from dak.planner.stream import chained
     monkeypatch.delenv("DAK_CE_ONE_GEMV", raising=False)
     spec = load_spec("opt-6.7b")
     ops = list_operators(spec, W)
     base = step_overhead(spec, W, H200)
     for x, one in ((0.01, True), (0.05, False)):
+        monkeypatch.setenv("DAK_COPY_WRAP", "0")
         pl = plan(spec, W, H200, budget_for(spec, W, x, H200), "consolidated")
         host = [o.host_bytes for o in pl.ops]
-        monkeypatch.delenv("DAK_COPY_WRAP", raising=False)
         ct0, extra0 = chained(ops, host, W, H200, True, base=base)
         monkeypatch.setenv("DAK_COPY_WRAP", "plan")
         ct, extra = chained(ops, host, W, H200, True, base=base)
+        monkeypatch.delenv("DAK_COPY_WRAP")  # unset: the same as plan
+        assert chained(ops, host, W, H200, True, base=base) == (ct, extra)
         assert ct0.one_gemv == ct.one_gemv == one
         if one:
             assert ct0.first_s > 0 and ct.first_s == 0.0

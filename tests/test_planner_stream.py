@@ -56,21 +56,41 @@ def test_chain_time_by_hand():
 
 
 def test_wrapped_chain_takes_the_first_copy_off_both_sides(monkeypatch):
-    """$DAK_COPY_WRAP=1: the first copy rides the previous step's tail, so neither side of the
-    step pays it again (its bytes stay in L once); the prediction drops by about that copy."""
+    """$DAK_COPY_WRAP=1: the first copy is refilled after the chain's last one, so the link side
+    drops it, and the compute side waits only for what the operators after the chain's last one
+    (here the final norm and the LM head) do not hide; the prediction drops by about that."""
     spec = load_spec("opt-6.7b")
     ops = list_operators(spec, W)
     host = [op.host_bytes_for(op.units // 10) if op.kind in ("fc1", "fc2") else 0 for op in ops]
-    monkeypatch.delenv("DAK_COPY_WRAP", raising=False)
+    monkeypatch.setenv("DAK_COPY_WRAP", "0")
     off = chain_time(ops, host, H200)
     base = step_overhead(spec, W, H200)
     p_off = chain_predict(ops, host, W, H200, True, base)
     monkeypatch.setenv("DAK_COPY_WRAP", "1")
     on = chain_time(ops, host, H200)
-    assert off.first_s > 0 and on.first_s == 0.0
+    last = max(i for i, h in enumerate(host) if h)
+    tail = sum(off.times[last + 1:])
+    assert 0 < tail < off.first_s and ops[-1].kind == "lm_head"  # the LM head hides part of fc1's copy
+    assert on.first_s == pytest.approx(off.first_s - tail)
     assert on.link_s == pytest.approx(off.link_s - off.first_s) and on.times == off.times
     p_on = chain_predict(ops, host, W, H200, True, base)
-    assert p_off - off.first_s * 2 ** (1 / CONTENTION_NORM) - 1e-9 <= p_on < p_off  # both sides drop by it
+    q = CONTENTION_NORM  # A drops by the tail, L by the whole copy: the norm drops by at most ||(tail, copy)||
+    assert p_off - (tail ** q + off.first_s ** q) ** (1 / q) - 1e-9 <= p_on < p_off
+
+
+def test_a_wrapped_chain_that_ends_at_the_lm_head_hides_nothing():
+    """A chain whose last copy-engine operator is the LM head refills its first slot at the very
+    end of the step, which then waits for it (Step.close): the compute side keeps the whole copy;
+    a chain ending a layer earlier hides it behind the layers after it."""
+    from dak.planner.stream import ChainTime, wrapped
+    times, first = (1e-4, 2e-4, 3e-4, 4e-4), 5e-4
+    end = wrapped(ChainTime(times, (False, True, False, True), 2e-3, first))
+    assert end.first_s == first and end.link_s == pytest.approx(2e-3 - first)
+    mid = wrapped(ChainTime(times, (True, True, False, False), 2e-3, first))
+    assert mid.first_s == 0.0 and mid.link_s == pytest.approx(2e-3 - first)  # 0.7 ms after it hide 0.5
+    part = wrapped(ChainTime(times, (False, True, True, False), 2e-3, first))
+    assert part.first_s == pytest.approx(first - 4e-4)
+    assert wrapped(ChainTime(times, (False,) * 4, 0.0, 0.0)) == ChainTime(times, (False,) * 4, 0.0, 0.0)
 
 
 def test_fusion_overhead_counts_the_extra_launches():
@@ -172,7 +192,7 @@ def test_streamed_infeasible_and_prefill():
     assert c.link_s == g.link_s == 0.0 and c.overhead_s == 0.0
 
 
-def test_kv_ahead_prices_a_calibrated_attention_at_its_all_hbm_time():
+def test_kv_ahead_prices_a_calibrated_attention_at_its_all_hbm_time(monkeypatch):
     """A calibrated attention curve times the kernel reading its host K/V itself; with KV
     copy-ahead the engine copies them into an HBM slot a layer early, so the chain model takes the
     curve's x = 0 point locally and puts the host K/V on the link side at the copy-engine rate,
@@ -195,7 +215,8 @@ def test_kv_ahead_prices_a_calibrated_attention_at_its_all_hbm_time():
     # L = G = 32): 16 steps copy 48 rows, 15 copy 64, against 48.5 attended on average
     kv_link = x * op.bytes * (16 * 48 + 15 * 64) / 31 / 64 / H200.host_bandwidth_ce + H200.copy_op_overhead_s
     assert on.link_s == pytest.approx(off.link_s - x * op.traffic / H200.split_host_bandwidth + kv_link)
-    assert chain_time(ops, host, H200, kv_ahead=True) == chain_time(ops, host, H200)  # no curve: as fitted
+    monkeypatch.setenv("DAK_ROOFLINE_KV_AHEAD", "0")  # no curve, the roofline's pricing: as fitted
+    assert chain_time(ops, host, H200, kv_ahead=True) == chain_time(ops, host, H200)
     excess = H200.attention_host_excess * x * op.traffic / H200.split_host_bandwidth
     assert excess > 0 and split_overhead(ops, host, W, prof) == 0.0  # the curve carries its own excess
     assert split_overhead(ops, host, W, prof, kv_ahead=True) == pytest.approx(excess)  # copied ahead: it does not
@@ -220,21 +241,23 @@ def test_plan_prices_kv_ahead_only_when_asked():
 
 
 def test_roofline_kv_ahead_flag_moves_uncalibrated_host_kv_to_the_link_side(monkeypatch):
-    """$DAK_ROOFLINE_KV_AHEAD=1 (an experiment): an attention without a curve is priced as copied
-    a layer ahead too: its local time is the all-HBM roofline, its host K/V cross the link at the
-    copy-engine rate with one start-up, and split_overhead still adds the profile's excess. Off
-    (the default), the roofline reads them in place as fitted."""
+    """$DAK_ROOFLINE_KV_AHEAD (on by default since the thirty-fourth session): an attention without
+    a curve is priced as copied a layer ahead too: its local time is the all-HBM roofline, its host
+    K/V cross the link at the copy-engine rate with one start-up, and split_overhead still adds the
+    profile's excess. Off (=0), the roofline reads them in place as fitted."""
     ops = list_operators(load_spec("llama-2-7b"), W)
     i = next(j for j, op in enumerate(ops) if op.kind == "attention")
     op = ops[i]
     host = [0] * len(ops)
     host[i] = op.host_bytes_for(max(1, op.units // 2))
     x = host[i] / op.bytes
-    monkeypatch.delenv("DAK_ROOFLINE_KV_AHEAD", raising=False)
+    monkeypatch.setenv("DAK_ROOFLINE_KV_AHEAD", "0")
     off = chain_time(ops, host, H200, kv_ahead=True)
     assert off.times[i] == pytest.approx(op_time(op, x, H200)) and off.times[i] > op_time(op, 0.0, H200)
-    monkeypatch.setenv("DAK_ROOFLINE_KV_AHEAD", "1")
+    monkeypatch.delenv("DAK_ROOFLINE_KV_AHEAD")  # the default
     on = chain_time(ops, host, H200, kv_ahead=True)
+    monkeypatch.setenv("DAK_ROOFLINE_KV_AHEAD", "1")
+    assert chain_time(ops, host, H200, kv_ahead=True) == on
     assert on.times[i] == pytest.approx(op_time(op, 0.0, H200))
     # the copy moves each staged request's rows up to its step's bucket cap (16/32/48/64 at
     # L = G = 32): 16 steps copy 48 rows, 15 copy 64, against 48.5 attended on average

@@ -1,5 +1,6 @@
 """dak.switches: the table of $DAK_* variables is complete and true, and bad settings are caught up front."""
 
+import os
 import re
 from pathlib import Path
 
@@ -157,3 +158,23 @@ def test_moot_rules_say_what_the_readers_do(monkeypatch):
     monkeypatch.setenv("DAK_CE_ONE_GEMV", "1")
     with torch.no_grad():  # the one-GEMV path asks gemv_applies (dak.kernels.split_linear_ce._one_gemv)
         assert not gemv_applies(torch.zeros(2, 64, dtype=torch.bfloat16))
+
+
+def test_thirty_fourth_session_defaults_and_runs_before_them(monkeypatch):
+    """Unset, host K/V is priced as copied ahead and one-GEMV chains wrap ('plan'); a run recorded
+    before that change re-plans with the old values (run_environ), unless it set them itself."""
+    from dak.planner.overhead import roofline_kv_ahead
+    from dak.shares import copy_wrap_mode
+    from dak.switches import CHANGED, environment, run_environ
+    for name in ("DAK_ROOFLINE_KV_AHEAD", "DAK_COPY_WRAP"):
+        monkeypatch.delenv(name, raising=False)
+    assert roofline_kv_ahead() is True and copy_wrap_mode() is None
+    old = {"DAK_ROOFLINE_KV_AHEAD": "0", "DAK_COPY_WRAP": "0"}
+    since = min(s for _, _, s in CHANGED)
+    assert run_environ(None, "2026-12-05T19:38:04") == old and run_environ({}, None) == old
+    assert run_environ({"DAK_COPY_WRAP": "1", "DAK_HBM_GEMV": "0"}, "2026-12-01T00:00:00") == dict(
+        old, DAK_COPY_WRAP="1", DAK_HBM_GEMV="0")
+    assert run_environ({"DAK_HBM_GEMV": "0"}, since) == {"DAK_HBM_GEMV": "0"}  # made after: as it ran
+    with environment(run_environ(None, "2026-12-04T00:00:00")):
+        assert roofline_kv_ahead() is False and copy_wrap_mode() is False
+    assert roofline_kv_ahead() is True and "DAK_COPY_WRAP" not in os.environ  # restored

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import os
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 ONOFF = ("0", "1")
@@ -48,11 +49,13 @@ SWITCHES: tuple[Switch, ...] = (
     Switch("DAK_PREFILL_GRAPHS", "1", ONOFF, "default", "prefill captured per prompt-length bucket (0: eager)"),
     Switch("DAK_PREFILL_CHAIN", "1", ONOFF, "default", "a captured prefill chains its copy-engine operators' copies"),
     Switch("DAK_GRAPHS", "1", ONOFF, "default", "decode steps replay a CUDA graph (0: eager, for diagnosis)"),
+    Switch("DAK_ROOFLINE_KV_AHEAD", "1", ONOFF, "default",
+           "the planner prices uncalibrated host K/V as copied ahead, as the engine runs it (0: read in place)"),
     Switch("DAK_CE_ONE_GEMV", "the plan (Placement.one_gemv)", ONOFF, "plan",
            "1/0 force a chained copy-engine linear's staged and HBM rows into one GEMV once its copies land"),
     Switch("DAK_HBM_FORK", "on at 17-64 tokens", ONOFF, "plan",
            "1/0 force the HBM rows of untuned split configs onto dak's GEMV beside the host kernel"),
-    Switch("DAK_COPY_WRAP", "0", ("0", "1", "plan"), "plan",
+    Switch("DAK_COPY_WRAP", "plan", ("0", "1", "plan"), "plan",
            "the copy-ahead chain's last copy refills its first slot for the next step "
            "(1: every chain; plan: one-GEMV plans)"),
     Switch("DAK_CE_GEMV", "0", ONOFF, "experiment", "a copy-engine operator's decode GEMMs on dak's GEMV"),
@@ -63,8 +66,6 @@ SWITCHES: tuple[Switch, ...] = (
     Switch("DAK_KV_PAIR_COPY", "0", ONOFF, "experiment", "a layer's host K and V copied as one pair"),
     Switch("DAK_RESIDUAL_ADDMM", "0", ONOFF, "experiment",
            "a fused layer adds the residual inside an all-HBM down_proj's cuBLAS call (addmm)"),
-    Switch("DAK_ROOFLINE_KV_AHEAD", "0", ONOFF, "experiment",
-           "the planner prices uncalibrated host K/V as copied ahead"),
     Switch("DAK_CE_MIN_SHARE", "0.02", (0.0, 1.0), "experiment",
            "host share above which untuned decode configs use the copy engine"),
     Switch("DAK_CE_CHUNKS", "1", (1, 64), "experiment", "copy-engine chunks per operator in untuned decode configs"),
@@ -166,3 +167,38 @@ def check_environment(environ=None) -> tuple[list[str], list[str]]:
         errors.append("DAK_GEMV_SILU=1 fuses SiLU * up into dak's GEMV, which DAK_HBM_GEMV=0 turns off: "
                       "unset one of them")
     return warnings + moot(environ), errors
+
+
+# Defaults that changed, as (switch, its value before, since: ISO UTC): a recorded run made before
+# `since` ran and planned with the old value unless it set the switch itself. Thirty-fourth
+# session: host K/V priced as copied ahead (H97/H97b), one-GEMV chains wrapped (H93b).
+CHANGED: tuple[tuple[str, str, str], ...] = (
+    ("DAK_ROOFLINE_KV_AHEAD", "0", "2026-12-05T20:30"),
+    ("DAK_COPY_WRAP", "0", "2026-12-05T20:30"),
+)
+
+
+def run_environ(env: dict | None, date: str | None) -> dict:
+    """The $DAK_* switches a recorded run (a bench JSON's meta, or a merged row's `run`: env,
+    date) ran with where they may differ from today's defaults: those it set, and the old value of
+    each default changed since it ran (CHANGED); a run without a date counts as old."""
+    out = dict(env or {})
+    for name, old, since in CHANGED:
+        if (date or "") < since:
+            out.setdefault(name, old)
+    return out
+
+
+@contextmanager
+def environment(env: dict):
+    """Set the $DAK_* variables of `env` (e.g. run_environ's) for the block, then restore them."""
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v

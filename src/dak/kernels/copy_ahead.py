@@ -13,7 +13,7 @@ the step captures into one CUDA graph. Experiments: $DAK_COPY_STREAMS=2 alternat
 streams, so the next operator's copy starts while this one's is in flight; $DAK_COPY_SLOTS=k
 (default 2) uses k slots, so operator i's copy waits only for operator i - k's GEMMs (the
 prefetch baseline, one layer ahead in two layer-sized buffers, has a whole layer of slack).
-$DAK_COPY_WRAP=1 (or =plan: where the plan runs one GEMV once staged) wraps the chain around the
+$DAK_COPY_WRAP=plan (the default: where the plan runs one GEMV once staged) or =1 wraps the chain around the
 step: the step's last copy refills the first operator's slot for the next step, so that copy
 overlaps this step's tail (the last operators, the LM head) instead of stalling the next step's
 start; the chain then keeps its own slots (no other chain may overwrite the first one between
@@ -113,7 +113,7 @@ def link_chain(order: list, n_tokens: int, own_slots: bool = False) -> int:
     the staging slots (two, or $DAK_COPY_SLOTS). Operators not in `order` are unchained.
     own_slots: the chain gets slots of its own (never wrapped), so that linking it cannot grow
     the shared slots that captured graphs hold (a captured prefill). Wrapped ($DAK_COPY_WRAP=1, or
-    'plan' where every chained operator runs one GEMV once staged: SplitLinear.one_gemv, the
+    'plan', the default, where every chained operator runs one GEMV once staged: SplitLinear.one_gemv, the
     plan's flag). Returns the chain length."""
     from dak.kernels.split_linear_ce import ce_plan
     from dak.kernels.tuning import token_bucket

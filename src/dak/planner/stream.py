@@ -13,8 +13,9 @@ overlaps the whole step. For those operators a per-operator max is the wrong mod
         all-HBM time where a calibrated curve has one; the rest: op_time)
         + the step's overheads (small kernels per layer, per-split-operator costs, unfused groups)
         + the step's first copy (the chain starts when its first operator is called, which
-          then waits for its rows: nothing hides that copy; with $DAK_COPY_WRAP=1 the previous
-          step's tail hides it, and it is left out of A and L's extra term)
+          then waits for its rows: nothing hides that copy; a wrapped chain (DAK_COPY_WRAP) refills
+          it after its last copy, so A keeps only what the operators after the chain's last one
+          do not hide, and L's extra term goes)
     L = link time of every host byte read per step (copy-engine rows at host_bandwidth_ce,
         in-place rows at the split host bandwidth, host KV) + copy_op_overhead_s per copy
         (the engine's start-up) + the first copy again (the link idles before it starts)
@@ -100,9 +101,19 @@ def chain_time(ops, host_bytes, profile, many: bool = False, kv_ahead: bool = Fa
             times.append(op_time(op, x, profile))
             if h and not op.kind.startswith("embed"):
                 link += x * op.traffic / profile.split_host_bandwidth
-    if copy_wrap_enabled():  # the first copy rides the previous step's tail (dak.kernels.copy_ahead)
-        first = None
-    return ChainTime(tuple(times), tuple(flags), link + (first or 0.0), first or 0.0)
+    ct = ChainTime(tuple(times), tuple(flags), link + (first or 0.0), first or 0.0)
+    return wrapped(ct) if copy_wrap_enabled() else ct
+
+
+def wrapped(ct: ChainTime) -> ChainTime:
+    """`ct` with its chain wrapped around the step (dak.kernels.copy_ahead): the first operator's
+    rows are refilled after the chain's last copy (Step.close) instead of at the step's start, so
+    the link no longer idles before it (L drops it), and the compute side waits only for what the
+    operators after the chain's last one do not hide (a graphed step ends when its copies land):
+    a chain that ends at the LM head hides nothing."""
+    last = max((i for i, ce in enumerate(ct.copy_engine) if ce), default=None)
+    tail = sum(ct.times[last + 1:]) if last is not None else 0.0
+    return replace(ct, link_s=ct.link_s - ct.first_s, first_s=max(0.0, ct.first_s - tail))
 
 
 def ce_local_time(op, x: float, profile) -> float:
@@ -123,8 +134,8 @@ def chained(ops, host_bytes, workload, profile, fused: bool, kv_ahead: bool = Fa
     HBM rows as one GEMV after its copies land (dak.kernels.staged_gemv), saving most of the
     copy_op_overhead_s its two launches and wait cost, where the link side is at most
     ONE_GEMV_LINK_SHARE of the compute side (where it is busier, the default path's HBM rows
-    running during the copy win; $DAK_CE_ONE_GEMV=1/0 forces it on/off). With $DAK_COPY_WRAP=plan
-    such a chain also wraps around the step: its first copy leaves both sides."""
+    running during the copy win; $DAK_CE_ONE_GEMV=1/0 forces it on/off). With $DAK_COPY_WRAP=plan (the
+    default) such a chain also wraps around the step: its first copy leaves both sides."""
     many = many_tokens(workload)
     ct = chain_time(ops, host_bytes, profile, many, kv_ahead)
     extra = (split_overhead(ops, host_bytes, workload, profile, many, kv_ahead)
@@ -137,7 +148,8 @@ def chained(ops, host_bytes, workload, profile, fused: bool, kv_ahead: bool = Fa
         if mode if mode is not None else ct.link_s <= ONE_GEMV_LINK_SHARE * compute:
             ct, extra = replace(ct, one_gemv=True), extra - saving
             if copy_wrap_mode() is None:  # $DAK_COPY_WRAP=plan: this chain wraps (copy_ahead.link_chain)
-                ct, extra = replace(ct, link_s=ct.link_s - ct.first_s, first_s=0.0), extra - ct.first_s
+                w = wrapped(ct)
+                ct, extra = w, extra - ct.first_s + w.first_s
     return ct, extra
 
 
