@@ -204,15 +204,11 @@ def copy_slot_count() -> int:
 
 
 def copy_wrap_mode() -> bool | None:
-    """$DAK_COPY_WRAP: '1' wraps every copy-ahead chain, so its last copy of a step refills its
-    first operator's slot for the next step (dak.kernels.copy_ahead) and the planner takes the first
-    copy off the step's critical path (dak.planner.stream); 'plan' (the default since the
-    thirty-fourth session; None here) wraps a plan's chain where it runs one GEMV once staged (the
-    copies hide under the step); '0' never. Measured: H93b (thirty-fourth session, H200, alternated
-    twice) plan against 0 on the two batch-8 rows it changed then, OPT-6.7B at 1% 4.27 / 4.27 ->
-    4.19 / 4.18 ms and OPT-30B at 1% 16.01 / 16.01 -> 15.74 / 15.73; H90/H91 (twenty-eighth) the
-    same. '1' everywhere was slower where the link bounds the step on Llama-2-7B and OPT-30B
-    (eleventh/twelfth sessions), faster on OPT-6.7B (at 2%: 5.58 -> 5.41 ms, H113)."""
+    """$DAK_COPY_WRAP: '1' wraps every copy-ahead chain: its last copy of a step refills its first
+    operator's slot for the next step (dak.kernels.copy_ahead; priced by dak.planner.stream.wrapped);
+    'plan' (the default since the thirty-fourth session; None here) wraps a plan's chain where it
+    runs one GEMV once staged (H93b, H200: OPT-6.7B / OPT-30B at 1% 2.0% / 1.7% faster, twice); '0'
+    never. '1' everywhere: docs/LIMITATIONS.md (faster on OPT-6.7B, slower on Llama-2-7B, OPT-30B)."""
     raw = os.environ.get("DAK_COPY_WRAP", "plan")
     if raw == "plan":
         return None

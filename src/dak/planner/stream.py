@@ -135,7 +135,7 @@ def chained(ops, host_bytes, workload, profile, fused: bool, kv_ahead: bool = Fa
     copy_op_overhead_s its two launches and wait cost, where the link side is at most
     ONE_GEMV_LINK_SHARE of the compute side (where it is busier, the default path's HBM rows
     running during the copy win; $DAK_CE_ONE_GEMV=1/0 forces it on/off). With $DAK_COPY_WRAP=plan (the
-    default) such a chain also wraps around the step: its first copy leaves both sides."""
+    default) such a chain also wraps around the step, priced by `wrapped`."""
     many = many_tokens(workload)
     ct = chain_time(ops, host_bytes, profile, many, kv_ahead)
     extra = (split_overhead(ops, host_bytes, workload, profile, many, kv_ahead)
