@@ -82,6 +82,10 @@ def test_dry_run_cli(capsys):
     assert "kv ahead True" in out  # the default; --no-kv-ahead turns it off
     assert main(["bench", "e2e", "--dry-run", "--models", "opt-6.7b", "--ratios", "2", "--no-kv-ahead"]) == 0
     assert "kv ahead False" in capsys.readouterr().out
+    assert main(["bench", "e2e", "--dry-run", "--models", "opt-6.7b", "--ratios", "0,2.5%"]) == 0
+    percent = capsys.readouterr().out  # "2.5%" is 2.5 percent, as "2.5"
+    assert main(["bench", "e2e", "--dry-run", "--models", "opt-6.7b", "--ratios", "0,2.5"]) == 0
+    assert percent == capsys.readouterr().out and "2.5%" in percent
 
 
 @pytest.mark.parametrize("args,message", [

@@ -109,6 +109,9 @@ def test_hardware_shows_the_fitted_costs_and_the_gemv_rate(capsys):
     (["plan", "--model", "llama-2-7b", "--dtype", "int4"], "unsupported dtype 'int4'"),
     (["plan", "--model", "llama-2-7b", "--hardware", "tpu"], "unknown hardware 'tpu'"),
     (["plan", "--model", "llama-2-7b", "--policy", "magic"], "unknown policy 'magic'"),
+    (["plan", "--model", "llama-2-7b", "--host-ratio", "5%", "--hbm-budget", "9GiB"], "drop --hbm-budget"),
+    (["plan", "--model", "llama-2-7b", "--host-ratio", "5%", "--strict-budget"], "drop --hbm-budget and --strict"),
+    (["plan", "--model", "llama-2-7b", "--host-ratio", "150%"], "cannot parse ratio '150%'"),
     (["hardware", "nope"], "unknown hardware 'nope'"),
 ])
 def test_cli_errors(capsys, args, message):
@@ -156,6 +159,21 @@ def test_strict_budget_fits_the_staging_inside(capsys):
     assert fits.host_bytes == 0 and staging_beyond(fits, spec) == 0  # nothing on the host: nothing staged
 
 
+def test_plan_host_ratio_is_the_budget_of_that_share(capsys):
+    """dak plan --host-ratio x plans at the budget `dak bench e2e` and `dak generate --host-ratio` use."""
+    from dak.baselines.e2e import budget_for
+    from dak.hardware import get_profile
+    from dak.models import Workload, load_spec
+    wl = ["--batch", "8", "--prompt-len", "32", "--gen-len", "32", "--json"]
+    for x, text in ((0.02, "2%"), (0.25, "0.25")):
+        budget = budget_for(load_spec("opt-6.7b"), Workload("decode", 8, 32, 32), x, get_profile("h200-pcie"))
+        assert main(["plan", "--model", "opt-6.7b", "--host-ratio", text] + wl) == 0
+        by_ratio = json.loads(capsys.readouterr().out)
+        assert main(["plan", "--model", "opt-6.7b", "--hbm-budget", str(budget)] + wl) == 0
+        assert by_ratio == json.loads(capsys.readouterr().out) and by_ratio["hbm_budget"] == budget
+        assert by_ratio["offload_ratio"] >= x
+
+
 def test_kv_buckets_reach_the_planner(capsys, monkeypatch):
     """dak plan --kv-buckets and dak.offload(kv_buckets=) plan with the engine's buckets: host K/V
     copied ahead are priced up to each step's bucket, so fewer buckets never predict a faster step."""
@@ -178,7 +196,7 @@ def test_kv_buckets_reach_the_planner(capsys, monkeypatch):
     assert steps[0] > steps[1] > steps[2]
     assert main(["plan", "--model", "tiny-llama", "--kv-buckets", "0"]) == 2
     assert "--kv-buckets" in capsys.readouterr().err
-    model = dak.offload("tiny-llama", batch=2, max_len=8, host_ratio=0.5, dtype=torch.float16, tune=False,
+    model = dak.offload("tiny-llama", batch=2, max_len=8, policy="uniform", host_ratio=0.5, dtype=torch.float16, tune=False,
                         kv_buckets=2)
     try:
         assert model.dak_placement.workload.kv_buckets == 2 and model.dak_engine.kv_caps == (4, 8)

@@ -206,7 +206,7 @@ def test_freeing_a_model_unlinks_its_chain(monkeypatch):
     import dak
     from dak.runtime.engine import Sampling
     monkeypatch.setenv("DAK_COPY_WRAP", "1")
-    model = dak.offload("tiny-llama", batch=3, max_len=40, host_ratio=0.3, dtype=torch.bfloat16, tune=False)
+    model = dak.offload("tiny-llama", batch=3, max_len=40, policy="uniform", host_ratio=0.3, dtype=torch.bfloat16, tune=False)
     engine = model.dak_engine
     engine.kv.lengths.zero_()
     with torch.no_grad(), copy_ahead.record_chain() as order:

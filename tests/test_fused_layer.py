@@ -288,7 +288,7 @@ def test_offloaded_model_with_fused_layers_gives_hf_tokens(monkeypatch, tmp_path
     monkeypatch.delenv("DAK_FUSED_LAYER", raising=False)
     monkeypatch.setenv("DAK_DEFER_RESIDUAL", defer)
     steps, prompt = 12, 6
-    model = dak.offload(str(tmp_path), batch=2, max_len=prompt + steps, host_ratio=0.3, dtype=torch.float16,
+    model = dak.offload(str(tmp_path), batch=2, max_len=prompt + steps, policy="uniform", host_ratio=0.3, dtype=torch.float16,
                         tune=False)
     fused_layers = [m for m in model.modules() if getattr(m.forward, "__func__", None) is fz._layer_forward]
     assert len(fused_layers) == 2 and all(m._dak_defer for m in fused_layers)

@@ -57,7 +57,7 @@ def test_hf_text_streamer_prints_the_new_words(folder, capsys):
     import dak
     from transformers import AutoTokenizer, TextStreamer
     tok = AutoTokenizer.from_pretrained(folder, local_files_only=True)
-    model = dak.offload(folder, batch=1, max_len=8, host_ratio=0.3, dtype=torch.float16, tune=False)
+    model = dak.offload(folder, batch=1, max_len=8, policy="uniform", host_ratio=0.3, dtype=torch.float16, tune=False)
     ids = tok("w5 w6", return_tensors="pt").input_ids
     capsys.readouterr()
     seq = model.generate(ids, max_new_tokens=4, streamer=TextStreamer(tok, skip_prompt=True), eos_token_id=None)

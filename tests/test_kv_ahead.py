@@ -113,7 +113,7 @@ def test_engine_with_kv_ahead_gives_the_in_place_tokens_and_needs_the_token_writ
     from dak.kernels import split_attention_ce as ce
     from dak.runtime.engine import Engine
     batch, prompt, new = 2, 5, 5
-    kw = dict(batch=batch, prompt_len=prompt, gen_len=new, host_ratio=1.0, dtype=torch.float16, tune=False,
+    kw = dict(batch=batch, prompt_len=prompt, gen_len=new, policy="uniform", host_ratio=1.0, dtype=torch.float16, tune=False,
               kv_buckets=1)
     plain = dak.offload("tiny-llama", **kw)
     ids = torch.randint(3, plain.config.vocab_size, (batch, prompt), generator=torch.Generator().manual_seed(2))
@@ -153,9 +153,9 @@ def test_kv_ahead_must_be_a_bool():
     from dak.host import pinned_bytes
     before = pinned_bytes()
     with pytest.raises(ValueError, match="kv_ahead must be True or False"):
-        dak.offload("tiny-llama", batch=1, prompt_len=2, gen_len=1, host_ratio=0.5, tune=False, kv_ahead="yes")
+        dak.offload("tiny-llama", batch=1, prompt_len=2, gen_len=1, policy="uniform", host_ratio=0.5, tune=False, kv_ahead="yes")
     with pytest.raises(ValueError, match="fuse_projections must be True or False"):
-        dak.offload("tiny-llama", batch=1, prompt_len=2, gen_len=1, host_ratio=0.5, tune=False, fuse_projections=1)
+        dak.offload("tiny-llama", batch=1, prompt_len=2, gen_len=1, policy="uniform", host_ratio=0.5, tune=False, fuse_projections=1)
     assert pinned_bytes() == before  # refused before anything was pinned
 
 

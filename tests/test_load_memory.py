@@ -25,10 +25,10 @@ CHILD = textwrap.dedent("""
     import json, os, sys
     os.environ.setdefault("TRITON_INTERPRET", "1")
     import torch, dak
-    dak.offload("tiny-llama", batch=1, max_len=8, host_ratio=0.5, dtype=torch.float16, tune=False).dak_free()
+    dak.offload("tiny-llama", batch=1, max_len=8, policy="uniform", host_ratio=0.5, dtype=torch.float16, tune=False).dak_free()
     print("READY", flush=True)
     sys.stdin.readline()
-    model = dak.offload(sys.argv[1], batch=1, max_len=16, host_ratio=0.5, dtype=torch.float16, tune=False)
+    model = dak.offload(sys.argv[1], batch=1, max_len=16, policy="uniform", host_ratio=0.5, dtype=torch.float16, tune=False)
     print("LOADED", flush=True)
     sys.stdin.readline()
     """)

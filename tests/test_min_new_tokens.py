@@ -34,7 +34,7 @@ def tiny(tmp_path_factory):
     hf = hf_model("tiny-llama", layers=1)
     path = tmp_path_factory.mktemp("tiny-llama-min-new")
     hf.save_pretrained(path)
-    model = dak.offload(str(path), batch=2, max_len=20, host_ratio=0.3, dtype=DTYPE, tune=False)
+    model = dak.offload(str(path), batch=2, max_len=20, policy="uniform", host_ratio=0.3, dtype=DTYPE, tune=False)
     yield hf, model
     model.dak_free()
 

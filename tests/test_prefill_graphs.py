@@ -18,7 +18,7 @@ from dak.runtime.prefill_graphs import PrefillGraphs  # noqa: E402
 
 @pytest.mark.parametrize("name", ["tiny-opt", "tiny-llama"])
 def test_padded_prefill_matches_the_unpadded_one(name):
-    model = dak.offload(name, batch=3, prompt_len=7, gen_len=4, host_ratio=0.4, tune=False, graphs=False)
+    model = dak.offload(name, batch=3, prompt_len=7, gen_len=4, policy="uniform", host_ratio=0.4, tune=False, graphs=False)
     eng, kv = model.dak_engine, model.dak_kv
     g = torch.Generator().manual_seed(5)
     ids = torch.randint(3, 900, (3, 7), generator=g)
@@ -46,7 +46,7 @@ def test_padded_prefill_matches_the_unpadded_one(name):
 
 
 def test_keys_beyond_the_cap_run_unkept_and_bad_settings_are_refused():
-    model = dak.offload("tiny-opt", batch=2, prompt_len=6, gen_len=2, host_ratio=0.0, tune=False, graphs=False)
+    model = dak.offload("tiny-opt", batch=2, prompt_len=6, gen_len=2, policy="uniform", host_ratio=0.0, tune=False, graphs=False)
     eng = model.dak_engine
     pg = PrefillGraphs(eng, bucket=1, max_graphs=2, capture=False)
     for n in (2, 3, 4):
@@ -70,7 +70,7 @@ def test_engine_captures_only_a_prefill_of_every_request_in_one_forward():
     """Request chunks mean HBM is short of one forward's activations: the Engine then runs the
     chunks eagerly instead of through PrefillGraphs (a graph holding one chunk's activations
     left the next chunk's eager run without memory at real capacity, H37)."""
-    model = dak.offload("tiny-llama", batch=3, prompt_len=5, gen_len=2, host_ratio=0.3, tune=False, graphs=False)
+    model = dak.offload("tiny-llama", batch=3, prompt_len=5, gen_len=2, policy="uniform", host_ratio=0.3, tune=False, graphs=False)
     eng = model.dak_engine
     calls = []
 

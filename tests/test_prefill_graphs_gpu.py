@@ -21,7 +21,7 @@ def _stored(kv, plen):
 
 @pytest.mark.parametrize("name,ratio", [("tiny-llama", 0.3), ("tiny-opt", 0.5), ("tiny-qwen2", 0.0), ("tiny-mistral", 1.0)])
 def test_replayed_prefills_match_eager(name, ratio):
-    model = dak.offload(name, batch=3, max_len=40, host_ratio=ratio, tune=False)
+    model = dak.offload(name, batch=3, max_len=40, policy="uniform", host_ratio=ratio, tune=False)
     graphed, kv = model.dak_engine, model.dak_kv
     assert graphed._prefill is not None, "an engine with decode graphs captures its prefill"
     eager = Engine(model, kv, graphs=False)
@@ -52,7 +52,7 @@ def test_replayed_prefills_match_eager(name, ratio):
 
 
 def test_generate_with_captured_prefill_gives_the_eager_prefills_tokens():
-    model = dak.offload("tiny-llama", batch=2, max_len=16, host_ratio=0.4, tune=False)  # 32 > 16: exact lengths
+    model = dak.offload("tiny-llama", batch=2, max_len=16, policy="uniform", host_ratio=0.4, tune=False)  # 32 > 16: exact lengths
     ids = torch.randint(3, 900, (2, 10), generator=torch.Generator().manual_seed(2))
     plen = torch.tensor([10, 6])
     first = model.generate(ids, max_new_tokens=6, prompt_lengths=plen, eos_token_id=None)  # eager prefill, then capture

@@ -29,7 +29,7 @@ class ScalarReads(TorchDispatchMode):
 
 @pytest.mark.parametrize("name,ratio", [("tiny-opt", 0.0), ("tiny-opt", 0.4), ("tiny-llama", 0.4)])
 def test_prefill_reads_no_device_scalar(name, ratio):
-    model = dak.offload(name, batch=2, prompt_len=5, gen_len=2, host_ratio=ratio, tune=False)
+    model = dak.offload(name, batch=2, prompt_len=5, gen_len=2, policy="uniform", host_ratio=ratio, tune=False)
     eng = model.dak_engine
     ids, plen, _ = eng._check(torch.randint(3, 900, (2, 5)), 2, torch.tensor([5, 3]))
     eng.prefill(ids, plen)  # configs and compiles outside the count

@@ -61,7 +61,7 @@ def test_generate_applies_hfs_penalty_to_prompt_and_new_tokens(tiny):
     left padding), within two fp16 steps; and the penalty changes the tokens."""
     hf, path = tiny
     steps, penalty, lens = 12, 4.0, [PROMPT, 3]
-    model = dak.offload(path, batch=2, max_len=PROMPT + steps, host_ratio=0.3, dtype=DTYPE, tune=False)
+    model = dak.offload(path, batch=2, max_len=PROMPT + steps, policy="uniform", host_ratio=0.3, dtype=DTYPE, tune=False)
     try:
         g = torch.Generator().manual_seed(11)
         prompts = [torch.randint(3, 60, (n,), generator=g) for n in lens]  # few ids: repeats likely

@@ -29,7 +29,7 @@ def checkpoints(tmp_path_factory):
 def test_greedy_tokens_match_hf_eager(checkpoints, family, ratio):
     hf, path = checkpoints[family]
     steps = 32
-    model = dak.offload(path, batch=2, max_len=PROMPT + steps, host_ratio=ratio, dtype=DTYPE, tune=False)
+    model = dak.offload(path, batch=2, max_len=PROMPT + steps, policy="uniform", host_ratio=ratio, dtype=DTYPE, tune=False)
     got_ratio = model.dak_placement.offload_ratio
     assert (got_ratio == 0) == (ratio == 0) and (got_ratio == 1) == (ratio == 1), got_ratio
     g = torch.Generator().manual_seed(7)
@@ -47,7 +47,7 @@ def test_greedy_tokens_match_hf_eager(checkpoints, family, ratio):
 
 def test_prefill_logits_match_hf(checkpoints):
     hf, path = checkpoints["tiny-qwen2"]
-    model = dak.offload(path, batch=3, max_len=16, host_ratio=0.5, dtype=DTYPE, tune=False)
+    model = dak.offload(path, batch=3, max_len=16, policy="uniform", host_ratio=0.5, dtype=DTYPE, tune=False)
     ids = torch.randint(3, hf.config.vocab_size, (3, 9))
     lens = torch.tensor([9, 4, 1], dtype=torch.int32)
     eng = model.dak_engine
@@ -63,7 +63,7 @@ def test_prefill_logits_match_hf(checkpoints):
 def test_prefill_in_request_chunks_gives_the_same_tokens(checkpoints):
     """Prefill split into request chunks (so activations fit the free HBM) changes nothing."""
     hf, path = checkpoints["tiny-llama"]
-    model = dak.offload(path, batch=3, max_len=PROMPT + 4, host_ratio=0.3, dtype=DTYPE, tune=False)
+    model = dak.offload(path, batch=3, max_len=PROMPT + 4, policy="uniform", host_ratio=0.3, dtype=DTYPE, tune=False)
     ids = torch.randint(3, hf.config.vocab_size, (3, PROMPT), generator=torch.Generator().manual_seed(3))
     plen = torch.tensor([PROMPT, 2, 4])
     engine = model.dak_engine
@@ -102,13 +102,13 @@ def test_kv_buckets_change_no_tokens_and_reset_the_copy_rows(checkpoints, monkey
     from dak.runtime.kv import DakKV
     hf, path = checkpoints["tiny-llama"]
     ids = torch.randint(3, hf.config.vocab_size, (2, PROMPT), generator=torch.Generator().manual_seed(5))
-    plain = dak.offload(path, batch=2, max_len=PROMPT + 6, host_ratio=1.0, dtype=DTYPE, tune=False)
+    plain = dak.offload(path, batch=2, max_len=PROMPT + 6, policy="uniform", host_ratio=1.0, dtype=DTYPE, tune=False)
     want = plain.generate(ids, max_new_tokens=6, eos_token_id=None)
     plain.dak_free()
     seen = []
     real = DakKV.set_copy_rows
     monkeypatch.setattr(DakKV, "set_copy_rows", lambda self, rows: (seen.append(rows), real(self, rows)))
-    model = dak.offload(path, batch=2, max_len=PROMPT + 6, host_ratio=1.0, dtype=DTYPE, tune=False, kv_buckets=3)
+    model = dak.offload(path, batch=2, max_len=PROMPT + 6, policy="uniform", host_ratio=1.0, dtype=DTYPE, tune=False, kv_buckets=3)
     assert model.dak_engine.kv_caps == (-(-(PROMPT + 6) // 3), -(-2 * (PROMPT + 6) // 3), PROMPT + 6)
     assert torch.equal(model.generate(ids, max_new_tokens=6, eos_token_id=None), want)
     assert seen == [PROMPT + t for t in range(1, 6)] + [None]
@@ -116,7 +116,7 @@ def test_kv_buckets_change_no_tokens_and_reset_the_copy_rows(checkpoints, monkey
     model.dak_free()
     before = pinned_bytes()
     with pytest.raises(ValueError, match="kv_buckets"):
-        dak.offload(path, batch=2, max_len=PROMPT + 6, host_ratio=1.0, dtype=DTYPE, tune=False, kv_buckets=0)
+        dak.offload(path, batch=2, max_len=PROMPT + 6, policy="uniform", host_ratio=1.0, dtype=DTYPE, tune=False, kv_buckets=0)
     assert pinned_bytes() == before
 
 
@@ -153,17 +153,17 @@ def test_progress_bars_count_every_byte(checkpoints, capsys):
     """progress=True: placing and then loading (or filling) each reach 100%; False: silent."""
     _, path = checkpoints["tiny-opt"]
     capsys.readouterr()
-    model = dak.offload(path, batch=1, max_len=8, host_ratio=0.3, dtype=DTYPE, tune=False, progress=True)
+    model = dak.offload(path, batch=1, max_len=8, policy="uniform", host_ratio=0.3, dtype=DTYPE, tune=False, progress=True)
     err = capsys.readouterr().err
     for what in ("dak: placing", "dak: loading checkpoint"):
         line = [seg for seg in err.replace("\r", "\n").split("\n") if what in seg][-1]
         assert "100%" in line, line
     model.dak_free()
-    model = dak.offload("tiny-opt", batch=1, max_len=8, host_ratio=0.3, dtype=DTYPE, tune=False, progress=True)
+    model = dak.offload("tiny-opt", batch=1, max_len=8, policy="uniform", host_ratio=0.3, dtype=DTYPE, tune=False, progress=True)
     err = capsys.readouterr().err
     assert "100%" in [seg for seg in err.replace("\r", "\n").split("\n") if "filling random weights" in seg][-1]
     model.dak_free()
-    model = dak.offload("tiny-opt", batch=1, max_len=8, host_ratio=0.3, dtype=DTYPE, tune=False, progress=False)
+    model = dak.offload("tiny-opt", batch=1, max_len=8, policy="uniform", host_ratio=0.3, dtype=DTYPE, tune=False, progress=False)
     assert "dak: " not in capsys.readouterr().err
     model.dak_free()
     with pytest.raises(ValueError, match="progress must be True, False or None"):
@@ -175,7 +175,7 @@ def test_attention_mask_left_or_right_padding_continues_each_prompt(checkpoints)
     tokens as prompt_lengths, each continuing its own prompt (HF teacher-forced on it unpadded)."""
     hf, path = checkpoints["tiny-qwen2"]
     steps, lens = 8, [PROMPT, 2, 4]
-    model = dak.offload(path, batch=3, max_len=PROMPT + steps, host_ratio=0.3, dtype=DTYPE, tune=False)
+    model = dak.offload(path, batch=3, max_len=PROMPT + steps, policy="uniform", host_ratio=0.3, dtype=DTYPE, tune=False)
     g = torch.Generator().manual_seed(4)
     prompts = [torch.randint(3, hf.config.vocab_size, (n,), generator=g) for n in lens]
     pad = hf.config.vocab_size + 7  # not a token: never read
@@ -214,7 +214,7 @@ def test_forward_gives_hf_logits_with_and_without_padding(checkpoints, family):
     """model(ids) scores whole sequences (e.g. perplexity) as HF does, padding masks included,
     through the split linears; generate afterwards still runs dak's own attention."""
     hf, path = checkpoints[family]
-    model = dak.offload(path, batch=2, max_len=PROMPT + 4, host_ratio=0.3, dtype=DTYPE, tune=False)
+    model = dak.offload(path, batch=2, max_len=PROMPT + 4, policy="uniform", host_ratio=0.3, dtype=DTYPE, tune=False)
     ids = torch.randint(3, hf.config.vocab_size, (2, 7), generator=torch.Generator().manual_seed(8))
     mask = torch.ones(2, 7, dtype=torch.long)
     mask[1, :3] = 0  # left padding

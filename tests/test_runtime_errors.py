@@ -16,7 +16,7 @@ from dak.host import pinned_bytes  # noqa: E402
 
 @pytest.fixture(scope="module")
 def tiny():
-    model = dak.offload("tiny-mistral", batch=2, max_len=12, host_ratio=0.5, dtype=torch.float16, tune=False)
+    model = dak.offload("tiny-mistral", batch=2, max_len=12, policy="uniform", host_ratio=0.5, dtype=torch.float16, tune=False)
     yield model
     model.dak_free()
 
@@ -114,7 +114,7 @@ def test_unsupported_architecture(tmp_path):
 
 def test_bad_arguments():
     with pytest.raises(ValueError, match="host_ratio"):
-        dak.offload("tiny-llama", batch=1, max_len=8, host_ratio=1.5)
+        dak.offload("tiny-llama", batch=1, max_len=8, policy="uniform", host_ratio=1.5)
     with pytest.raises(ValueError, match="dtype"):
         dak.offload("tiny-llama", batch=1, max_len=8, dtype=torch.float32)
     with pytest.raises(ValueError, match="prefetch"):
@@ -128,7 +128,7 @@ def test_bad_arguments():
     with pytest.raises(ValueError, match="strict_budget must be True or False"):
         dak.offload("tiny-llama", batch=1, max_len=8, strict_budget="yes")
     with pytest.raises(ValueError, match="does not apply to host_ratio"):
-        dak.offload("tiny-llama", batch=1, max_len=8, strict_budget=True, host_ratio=0.5)
+        dak.offload("tiny-llama", batch=1, max_len=8, strict_budget=True, policy="uniform", host_ratio=0.5)
     with pytest.raises(ValueError, match="HF causal LM with a .config"):
         dak.offload(torch.nn.Linear(3, 3), batch=1, max_len=8)
     from runtime_checks import hf_model as _hf_model
@@ -164,7 +164,7 @@ def test_generate_beyond_the_cache(tiny):
 
 
 def test_generate_after_free_is_a_clear_error():
-    model = dak.offload("tiny-llama", batch=1, max_len=8, host_ratio=0.5, dtype=torch.float16, tune=False)
+    model = dak.offload("tiny-llama", batch=1, max_len=8, policy="uniform", host_ratio=0.5, dtype=torch.float16, tune=False)
     ids = torch.randint(0, 100, (1, 3))
     assert model.generate(ids, max_new_tokens=1).shape == (1, 4)
     model.dak_free()
@@ -209,6 +209,8 @@ def test_cli_generate_runs_and_rejects_bad_input(capsys):
                       (["--baseline", "dak-greedy"], "--baseline"),
                       (["--baseline", "uva", "--hbm-budget", "1GiB"], "--host-ratio"),
                       (["--baseline", "uva", "--sample"], "drop --sample"),
+                      (["--baseline", "prefetch", "--policy", "greedy", "--no-graphs"], "drop --policy, --no-graphs"),
+                      (["--host-ratio", "5%", "--hbm-budget", "3GiB"], "give --hbm-budget or --host-ratio, not both"),
                       (["--repetition-penalty", "0"], "--repetition-penalty must be a positive number"),
                       (["--repetition-penalty", "lots"], "--repetition-penalty must be a number")):
         assert main(["generate", "--model", "tiny-llama", "--gen-len", "1"] + argv) == 2
@@ -216,6 +218,41 @@ def test_cli_generate_runs_and_rejects_bad_input(capsys):
     # without a GPU an unknown model is still an error (not silently replaced by tiny-llama)
     assert main(["generate", "--model", "no-such-model", "--gen-len", "1"]) == 2
     assert "unknown model 'no-such-model'" in capsys.readouterr().err
+
+
+def test_host_ratio_sets_the_budget_and_the_policy_places_it():
+    """host_ratio x is `dak bench e2e`'s offload ratio: the HBM budget that leaves x of the operator
+    bytes on the host, placed by the policy (consolidated by default, as the README's table rows);
+    only `uniform` moves that share of every operator. A share the GPU cannot hold is an error."""
+    from dak.baselines.e2e import budget_for
+    from dak.models import load_spec
+    from dak.planner import plan
+    from dak.runtime.offload import placement_for, workload_for
+    prof = get_profile("h200-pcie")
+    spec, w = load_spec("llama-2-7b"), workload_for(8, None, 32, 32, torch.bfloat16)
+    op_bytes = sum(o.bytes for o in plan(spec, w, prof, None, "uniform").ops)
+    for x in (0.0, 0.02, 0.05, 0.3):
+        for policy in ("consolidated", "greedy", "uniform"):
+            pl = placement_for(spec, w, prof, None, policy, x)
+            assert pl == plan(spec, w, prof, budget_for(spec, w, x, prof), policy)
+            assert pl.policy == policy and pl.host_bytes >= x * op_bytes * (1 - 1e-9)
+    assert placement_for(spec, w, prof, None, "uniform", "5%") == placement_for(spec, w, prof, None, "uniform", 0.05)
+    uniform, default = (placement_for(spec, w, prof, None, p, 0.05) for p in ("uniform", "consolidated"))
+    assert all(o.host_bytes for o in uniform.ops if o.kind != "attention")
+    assert sum(1 for o in default.ops if o.host_bytes) < sum(1 for o in uniform.ops if o.host_bytes)
+    assert default.predicted_s < uniform.predicted_s
+    with pytest.raises(ValueError, match="give hbm_budget or host_ratio, not both"):
+        placement_for(spec, w, prof, "10GiB", "consolidated", 0.05)
+    for bad in (1.5, -0.01, float("nan"), True, [0.1]):
+        with pytest.raises(ValueError, match="host_ratio must be a number in \\[0, 1\\]"):
+            placement_for(spec, w, prof, None, "consolidated", bad)
+    big, wide = load_spec("llama-2-70b"), workload_for(64, None, 2048, 2048, torch.bfloat16)
+    with pytest.raises(ValueError, match="more than h200-pcie's capacity") as e:
+        placement_for(big, wide, prof, None, "consolidated", 0.0)
+    least = float(str(e.value).split("at least ")[1].split(",")[0])
+    assert placement_for(big, wide, prof, None, "consolidated", least).hbm_budget <= prof.hbm_capacity
+    with pytest.raises(ValueError, match="capacity"):
+        placement_for(big, wide, prof, None, "consolidated", least - 1e-3)
 
 
 
@@ -250,7 +287,7 @@ def test_a_failed_checkpoint_load_leaves_no_host_buffers(tmp_path):
         return sum(type(o) is PinnedBuffer for o in gc.get_objects())
 
     _hf_model("tiny-llama").save_pretrained(tmp_path)
-    kw = dict(batch=1, max_len=8, host_ratio=0.5, dtype=torch.float16, tune=False)
+    kw = dict(batch=1, max_len=8, policy="uniform", host_ratio=0.5, dtype=torch.float16, tune=False)
     before, pinned = live(), pinned_bytes()
     model = dak.offload(str(tmp_path), **kw)
     assert live() > before  # the count sees a built model's buffers
@@ -307,7 +344,7 @@ def test_a_quantized_checkpoint_is_refused(tmp_path):
     save_file({k: v.clone() for k, v in tensors.items()}, tmp_path / "model.safetensors", metadata={"format": "pt"})
     before = pinned_bytes()
     with pytest.raises(ValueError, match="up_proj.weight' is I8, not a float: quantized checkpoints"):
-        dak.offload(str(tmp_path), batch=1, max_len=8, host_ratio=0.5, dtype=torch.float16, tune=False)
+        dak.offload(str(tmp_path), batch=1, max_len=8, policy="uniform", host_ratio=0.5, dtype=torch.float16, tune=False)
     assert pinned_bytes() == before
 
 

@@ -59,7 +59,7 @@ def test_hbm_gemv_decode_matches_hf(checkpoints, family, extra, monkeypatch):
     monkeypatch.setattr(fz, "silu_mul", lambda *a: silu_calls.append(1) or real_silu(*a))
     hf, path = checkpoints[family]
     steps = 16
-    model = dak.offload(path, batch=2, max_len=PROMPT + steps, host_ratio=0.0, dtype=DTYPE, tune=False)
+    model = dak.offload(path, batch=2, max_len=PROMPT + steps, policy="uniform", host_ratio=0.0, dtype=DTYPE, tune=False)
     ids = torch.randint(3, hf.config.vocab_size, (2, PROMPT), generator=torch.Generator().manual_seed(5))
     seq = model.generate(ids, max_new_tokens=steps, eos_token_id=None)
     assert (hf.config.vocab_size, hf.config.hidden_size) in shapes and len(shapes) >= 4, shapes
@@ -86,7 +86,7 @@ def test_opt_q_scaling_in_the_qkv_gemv_matches_hf(checkpoints, ratio, monkeypatc
                         lambda q, *a, **kw: strided.append(not q.is_contiguous()) or attend(q, *a, **kw))
     hf, path = checkpoints["tiny-opt"]
     steps = 10
-    model = dak.offload(path, batch=2, max_len=PROMPT + steps, host_ratio=ratio, dtype=DTYPE, tune=False)
+    model = dak.offload(path, batch=2, max_len=PROMPT + steps, policy="uniform", host_ratio=ratio, dtype=DTYPE, tune=False)
     ids = torch.randint(3, hf.config.vocab_size, (2, PROMPT), generator=torch.Generator().manual_seed(8))
     seq = model.generate(ids, max_new_tokens=steps, eos_token_id=None)
     heads = hf.config.num_attention_heads
@@ -109,7 +109,7 @@ def test_rotary_with_the_kv_append_matches_hf(checkpoints, family, ratio, monkey
     monkeypatch.setattr(ra, "rotary_append", lambda *a: calls.append(1) or real(*a))
     hf, path = checkpoints[family]
     steps = 12
-    model = dak.offload(path, batch=2, max_len=PROMPT + steps, host_ratio=ratio, dtype=DTYPE, tune=False)
+    model = dak.offload(path, batch=2, max_len=PROMPT + steps, policy="uniform", host_ratio=ratio, dtype=DTYPE, tune=False)
     ids = torch.randint(3, hf.config.vocab_size, (2, PROMPT), generator=torch.Generator().manual_seed(6))
     seq = model.generate(ids, max_new_tokens=steps, eos_token_id=None)
     assert len(calls) == (steps - 1) * hf.config.num_hidden_layers  # every decode step, every layer

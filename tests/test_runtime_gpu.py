@@ -31,7 +31,7 @@ def checkpoints(tmp_path_factory):
 def test_graphed_greedy_matches_hf_eager(checkpoints, family, ratio):
     hf, path = checkpoints[family]
     steps = 32
-    model = dak.offload(path, batch=2, max_len=PROMPT + steps, host_ratio=ratio, dtype=torch.float16, tune=False)
+    model = dak.offload(path, batch=2, max_len=PROMPT + steps, policy="uniform", host_ratio=ratio, dtype=torch.float16, tune=False)
     assert model.dak_engine.graphs
     ids = torch.randint(3, hf.config.vocab_size, (2, PROMPT), device="cuda")
     seq = model.generate(ids, max_new_tokens=steps, eos_token_id=None)
@@ -50,7 +50,7 @@ def test_one_gemv_staging_under_graphs_matches_hf_eager(checkpoints, family, mon
     monkeypatch.setenv("DAK_CE_ONE_GEMV", "1")
     hf, path = checkpoints[family]
     steps = 32
-    model = dak.offload(path, batch=2, max_len=PROMPT + steps, host_ratio=1.0, dtype=torch.float16, tune=False)
+    model = dak.offload(path, batch=2, max_len=PROMPT + steps, policy="uniform", host_ratio=1.0, dtype=torch.float16, tune=False)
     assert model.dak_engine.graphs
     ids = torch.randint(3, hf.config.vocab_size, (2, PROMPT), device="cuda")
     seq = model.generate(ids, max_new_tokens=steps, eos_token_id=None)
@@ -68,7 +68,7 @@ def test_graphed_greedy_at_20_tokens_a_step_with_hbm_fork(checkpoints, family, m
     monkeypatch.setenv("DAK_CE_MIN_SHARE", "1")
     hf, path = checkpoints[family]
     steps, batch = 16, 20
-    model = dak.offload(path, batch=batch, max_len=PROMPT + steps, host_ratio=0.3, dtype=torch.float16, tune=False)
+    model = dak.offload(path, batch=batch, max_len=PROMPT + steps, policy="uniform", host_ratio=0.3, dtype=torch.float16, tune=False)
     assert model.dak_engine.graphs
     ids = torch.randint(3, hf.config.vocab_size, (batch, PROMPT), device="cuda")
     seq = model.generate(ids, max_new_tokens=steps, eos_token_id=None)
@@ -81,7 +81,7 @@ def test_graphed_greedy_at_20_tokens_a_step_with_hbm_fork(checkpoints, family, m
 
 def test_2000_graph_steps_equal_eager(checkpoints):
     _, path = checkpoints["tiny-llama"]
-    model = dak.offload(path, batch=3, max_len=2010, host_ratio=0.4, dtype=torch.bfloat16, tune=False)
+    model = dak.offload(path, batch=3, max_len=2010, policy="uniform", host_ratio=0.4, dtype=torch.bfloat16, tune=False)
     ids = torch.randint(3, model.config.vocab_size, (3, 5), device="cuda")
     graphed = model.dak_engine.generate(ids, 2000).tokens.clone()
     eager = Engine(model, model.dak_kv, graphs=False).generate(ids, 2000).tokens
@@ -93,7 +93,7 @@ def test_2000_graph_steps_equal_eager(checkpoints):
 
 def test_offload_free_cycles_return_memory():
     def cycle():
-        model = dak.offload("tiny-qwen2", batch=4, max_len=40, host_ratio=0.5, dtype=torch.bfloat16, tune=False)
+        model = dak.offload("tiny-qwen2", batch=4, max_len=40, policy="uniform", host_ratio=0.5, dtype=torch.bfloat16, tune=False)
         model.generate(torch.randint(0, 900, (4, 8), device="cuda"), max_new_tokens=8, eos_token_id=None)
         model.dak_free()
         del model
@@ -110,7 +110,7 @@ def test_offload_free_cycles_return_memory():
 def test_random_weights_are_seeded():
     outs = []
     for seed in (1, 1, 2):
-        model = dak.offload("tiny-llama", batch=2, max_len=20, host_ratio=0.3, seed=seed, tune=False)
+        model = dak.offload("tiny-llama", batch=2, max_len=20, policy="uniform", host_ratio=0.3, seed=seed, tune=False)
         ids = torch.arange(10, device="cuda").view(2, 5)
         outs.append(model.generate(ids, max_new_tokens=8, eos_token_id=None).cpu())
         model.dak_free()
@@ -128,7 +128,7 @@ def test_kv_bucket_graphs_equal_one_graph(checkpoints, tmp_path, monkeypatch):
     ids = torch.randint(3, 900, (3, 5), device="cuda")
     outs = []
     for buckets in (1, 4):
-        model = dak.offload(path, batch=3, max_len=205, host_ratio=1.0, dtype=torch.bfloat16, tune=False,
+        model = dak.offload(path, batch=3, max_len=205, policy="uniform", host_ratio=1.0, dtype=torch.bfloat16, tune=False,
                             kv_buckets=buckets)
         outs.append(model.generate(ids, max_new_tokens=200, eos_token_id=None).clone())
         assert len(model.dak_engine._bucket_graphs[Sampling()]) == buckets
@@ -150,7 +150,7 @@ def test_kv_ahead_graphs_equal_plain_graphs(checkpoints, tmp_path, monkeypatch, 
     ids = torch.randint(3, 900, (3, 5), device="cuda")
     outs = []
     for ahead in (False, True):
-        model = dak.offload(path, batch=3, max_len=205, host_ratio=1.0, dtype=torch.bfloat16, tune=False,
+        model = dak.offload(path, batch=3, max_len=205, policy="uniform", host_ratio=1.0, dtype=torch.bfloat16, tune=False,
                             kv_buckets=4, kv_ahead=ahead)
         assert model.dak_engine.kv_ahead_layers == (model.config.num_hidden_layers if ahead else 0)
         outs.append(model.generate(ids, max_new_tokens=200, eos_token_id=None).clone())
@@ -175,7 +175,7 @@ def test_forked_or_eager_steps_give_the_same_tokens(checkpoints, tmp_path, monke
     for variant in ({}, env):
         for k, v in variant.items():
             monkeypatch.setenv(k, v)
-        model = dak.offload(path, batch=3, max_len=105, host_ratio=1.0, dtype=torch.bfloat16, tune=False,
+        model = dak.offload(path, batch=3, max_len=105, policy="uniform", host_ratio=1.0, dtype=torch.bfloat16, tune=False,
                             kv_buckets=2, kv_ahead=True)
         assert model.dak_engine.graphs == (variant.get("DAK_GRAPHS") != "0")
         outs.append(model.generate(ids, max_new_tokens=100, eos_token_id=None).clone())
@@ -199,7 +199,7 @@ def test_fused_projection_graphs_match_hf_eager(checkpoints, family, gemv, monke
     monkeypatch.setenv("DAK_FUSED_OPT", "1" if gemv in ("opt", "qscale") else "0")
     hf, path = checkpoints[family]
     steps = 32
-    model = dak.offload(path, batch=2, max_len=PROMPT + steps, host_ratio=0.0, dtype=torch.float16, tune=False,
+    model = dak.offload(path, batch=2, max_len=PROMPT + steps, policy="uniform", host_ratio=0.0, dtype=torch.float16, tune=False,
                         fuse_projections=True)
     assert model.dak_engine.graphs and model.dak_fused == (2 if family == "tiny-opt" else 4)
     ids = torch.randint(3, hf.config.vocab_size, (2, PROMPT), device="cuda")
@@ -211,7 +211,7 @@ def test_fused_projection_graphs_match_hf_eager(checkpoints, family, gemv, monke
 def test_eos_stopping_with_graphs_equals_eager(checkpoints):
     """EOS bookkeeping around the replayed decode graph (dak.runtime.stopping) gives the eager tokens."""
     _, path = checkpoints["tiny-llama"]
-    model = dak.offload(path, batch=3, max_len=70, host_ratio=0.3, dtype=torch.bfloat16, tune=False)
+    model = dak.offload(path, batch=3, max_len=70, policy="uniform", host_ratio=0.3, dtype=torch.bfloat16, tune=False)
     ids = torch.randint(3, model.config.vocab_size, (3, 5), device="cuda")
     free = model.dak_engine.generate(ids, 64).tokens
     eos = [int(free[r, 10 + 3 * r]) for r in range(3)]
@@ -225,7 +225,7 @@ def test_min_new_tokens_with_graphs_equals_eager(checkpoints):
     """EOS held back inside the replayed decode graphs (every length bucket) until each request's
     minimum, as in eager steps: with every id but five an EOS, the first 6 new tokens are those five."""
     _, path = checkpoints["tiny-llama"]
-    model = dak.offload(path, batch=3, max_len=70, host_ratio=0.3, dtype=torch.bfloat16, tune=False)
+    model = dak.offload(path, batch=3, max_len=70, policy="uniform", host_ratio=0.3, dtype=torch.bfloat16, tune=False)
     ids = torch.randint(3, model.config.vocab_size, (3, 5), device="cuda")
     keep = torch.arange(3, 8, device="cuda")
     every = [i for i in range(model.config.vocab_size) if not 3 <= i < 8]
@@ -241,7 +241,7 @@ def test_repetition_penalty_with_graphs_equals_eager(checkpoints):
     greedy tokens equal eager steps', sampled ones leave exactly their tokens marked; and the
     penalty changes the tokens."""
     _, path = checkpoints["tiny-llama"]
-    model = dak.offload(path, batch=3, max_len=70, host_ratio=0.3, dtype=torch.bfloat16, tune=False)
+    model = dak.offload(path, batch=3, max_len=70, policy="uniform", host_ratio=0.3, dtype=torch.bfloat16, tune=False)
     ids = torch.randint(3, 40, (3, 5), device="cuda")
     eng, v = model.dak_engine, model.config.vocab_size
     greedy = Sampling(repetition_penalty=3.0)
@@ -267,7 +267,7 @@ def test_wrapped_copy_chain_gives_the_same_tokens(checkpoints, tmp_path, monkeyp
     outs = []
     for wrap in ("0", "1"):
         monkeypatch.setenv("DAK_COPY_WRAP", wrap)
-        model = dak.offload(path, batch=3, max_len=160, host_ratio=0.3, dtype=torch.bfloat16, tune=False,
+        model = dak.offload(path, batch=3, max_len=160, policy="uniform", host_ratio=0.3, dtype=torch.bfloat16, tune=False,
                             kv_buckets=4)
         outs.append(model.generate(ids, max_new_tokens=150, eos_token_id=None).clone())
         chains = model.dak_engine._wrapped
@@ -294,7 +294,7 @@ def test_copy_wrap_by_plan_follows_one_gemv(checkpoints, tmp_path, monkeypatch):
     for one, wrap in (("1", "0"), ("1", "plan"), ("0", "plan")):
         monkeypatch.setenv("DAK_CE_ONE_GEMV", one)
         monkeypatch.setenv("DAK_COPY_WRAP", wrap)
-        model = dak.offload(path, batch=3, max_len=110, host_ratio=1.0, dtype=torch.bfloat16, tune=False,
+        model = dak.offload(path, batch=3, max_len=110, policy="uniform", host_ratio=1.0, dtype=torch.bfloat16, tune=False,
                             kv_buckets=2)
         assert model.dak_placement.one_gemv == (one == "1")
         out = model.generate(ids, max_new_tokens=100 if one == "1" else 4, eos_token_id=None).clone()
@@ -317,7 +317,7 @@ def test_load_state_dict_after_capture_changes_the_replayed_model(checkpoints, t
     other = _perturbed(_hf_model("tiny-llama"), 17)
     other.save_pretrained(tmp_path / "other")
     ids = torch.randint(3, 900, (3, 5), device="cuda")
-    kw = dict(batch=3, max_len=60, host_ratio=0.3, dtype=torch.bfloat16, tune=False)
+    kw = dict(batch=3, max_len=60, policy="uniform", host_ratio=0.3, dtype=torch.bfloat16, tune=False)
     fresh = dak.offload(str(tmp_path / "other"), **kw)
     want = fresh.generate(ids, max_new_tokens=50, eos_token_id=None).clone()
     fresh.dak_free()
@@ -336,7 +336,7 @@ def test_streamer_and_left_padding_with_graphs(checkpoints):
     """Graphed decode with a left-padded attention_mask and a streamer: the streamed pieces make the
     returned sequence, and the new tokens equal the right-padded prompt_lengths run's."""
     _, path = checkpoints["tiny-llama"]
-    model = dak.offload(path, batch=3, max_len=30, host_ratio=0.3, dtype=torch.bfloat16, tune=False)
+    model = dak.offload(path, batch=3, max_len=30, policy="uniform", host_ratio=0.3, dtype=torch.bfloat16, tune=False)
     lens = torch.tensor([8, 5, 3])
     ids = torch.randint(3, 900, (3, 8), device="cuda")
     mask = (torch.arange(8)[None, :] >= (8 - lens)[:, None]).long()
@@ -363,7 +363,7 @@ def test_streamer_and_left_padding_with_graphs(checkpoints):
 def test_forward_scores_like_hf_on_the_gpu(checkpoints):
     """model(ids): full-sequence logits through the split linears (copy-engine prefill path) and SDPA."""
     hf, path = checkpoints["tiny-qwen2"]
-    model = dak.offload(path, batch=2, max_len=40, host_ratio=0.5, dtype=torch.float16, tune=False)
+    model = dak.offload(path, batch=2, max_len=40, policy="uniform", host_ratio=0.5, dtype=torch.float16, tune=False)
     ids = torch.randint(3, 900, (2, 33), device="cuda")
     mask = torch.ones(2, 33, dtype=torch.long, device="cuda")
     mask[0, :10] = 0

@@ -103,7 +103,7 @@ def test_offloaded_model_round_trips_hf_state_dicts(family, tmp_path):
     checkpoint plain HF loads); loading another model's state dict makes it that model."""
     from transformers import AutoModelForCausalLM
     a, b = _hf_model(family), _perturbed(_hf_model(family), 2)
-    model = dak.offload(_hf_model(family), batch=2, max_len=12, host_ratio=0.3, dtype=torch.float16, tune=False)
+    model = dak.offload(_hf_model(family), batch=2, max_len=12, policy="uniform", host_ratio=0.3, dtype=torch.float16, tune=False)
     assert any(isinstance(m, SplitLinear) and 0 < m.host_rows < m.out_features for m in model.modules())
     want = a.state_dict()
     got = model.state_dict()

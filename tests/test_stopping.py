@@ -40,7 +40,7 @@ def test_bad_ids_are_refused(bad, message):
 
 
 def test_generate_stops_where_hf_would():
-    model = dak.offload("tiny-llama", batch=3, max_len=24, host_ratio=0.3, dtype=torch.float16, tune=False,
+    model = dak.offload("tiny-llama", batch=3, max_len=24, policy="uniform", host_ratio=0.3, dtype=torch.float16, tune=False,
                         graphs=False)
     try:
         ids = torch.randint(3, 900, (2, 4), generator=torch.Generator().manual_seed(5))
@@ -61,7 +61,7 @@ def test_generate_stops_where_hf_would():
 
 def test_generate_takes_eos_and_pad_from_the_generation_config_as_hf_does():
     """Not given, eos/pad come from model.generation_config (HF's generate: explicit None never stops)."""
-    model = dak.offload("tiny-llama", batch=2, max_len=24, host_ratio=0.3, dtype=torch.float16, tune=False,
+    model = dak.offload("tiny-llama", batch=2, max_len=24, policy="uniform", host_ratio=0.3, dtype=torch.float16, tune=False,
                         graphs=False)
     try:
         ids = torch.randint(3, 900, (2, 4), generator=torch.Generator().manual_seed(11))
@@ -92,7 +92,7 @@ def test_a_checkpoints_generation_config_json_is_loaded(tmp_path):
     hf.save_pretrained(tmp_path)
     assert json.loads((tmp_path / "generation_config.json").read_text())["eos_token_id"] == [5, 7]
     assert json.loads((tmp_path / "config.json").read_text())["eos_token_id"] == 2
-    model = dak.offload(str(tmp_path), batch=1, max_len=8, host_ratio=0.5, dtype=torch.float16, tune=False,
+    model = dak.offload(str(tmp_path), batch=1, max_len=8, policy="uniform", host_ratio=0.5, dtype=torch.float16, tune=False,
                         graphs=False)
     try:
         assert model.generation_config.eos_token_id == [5, 7] and model.generation_config.pad_token_id == 3
@@ -103,19 +103,19 @@ def test_a_checkpoints_generation_config_json_is_loaded(tmp_path):
     cfg.update(max_length=4096, no_repeat_ngram_size=3, repetition_penalty=1.1, top_p=0.9)
     (tmp_path / "generation_config.json").write_text(json.dumps(cfg))
     with pytest.warns(UserWarning, match=r"sets max_length, no_repeat_ngram_size, which dak's generate does not"):
-        model = dak.offload(str(tmp_path), batch=1, max_len=8, host_ratio=0.5, dtype=torch.float16, tune=False,
+        model = dak.offload(str(tmp_path), batch=1, max_len=8, policy="uniform", host_ratio=0.5, dtype=torch.float16, tune=False,
                             graphs=False)
     model.dak_free()
     (tmp_path / "generation_config.json").write_text("{not json")
     with pytest.raises(ValueError, match="generation_config.json.*fix the file or remove it"):
-        dak.offload(str(tmp_path), batch=1, max_len=8, host_ratio=0.5, dtype=torch.float16, tune=False, graphs=False)
+        dak.offload(str(tmp_path), batch=1, max_len=8, policy="uniform", host_ratio=0.5, dtype=torch.float16, tune=False, graphs=False)
 
 
 def test_sampling_settings_not_given_come_from_the_generation_config():
     """As HF: the config's do_sample/temperature/top_k/top_p, else HF's defaults (top_k 50); greedy
     calls all share one Sampling (one decode graph), whatever the other settings say."""
     from dak.runtime.engine import Sampling
-    model = dak.offload("tiny-llama", batch=2, max_len=12, host_ratio=0.3, dtype=torch.float16, tune=False,
+    model = dak.offload("tiny-llama", batch=2, max_len=12, policy="uniform", host_ratio=0.3, dtype=torch.float16, tune=False,
                         graphs=False)
     seen, engine_generate = [], model.dak_engine.generate
     model.dak_engine.generate = lambda *a, **k: seen.append(a[3]) or engine_generate(*a, **k)

@@ -29,7 +29,7 @@ from torch import nn
 from dak.hardware import HardwareProfile
 from dak.models.ops import Workload, list_operators, minimum_hbm_set
 from dak.models.spec import ModelSpec
-from dak.planner import plan
+from dak.planner import plan, ratio_budget
 from dak.planner.plan import step_overhead
 from dak.planner.cost import op_time, roofline_time
 from dak.planner.placement import Placement
@@ -38,9 +38,7 @@ from dak.planner.plan import _op_placement
 
 def budget_for(spec: ModelSpec, w: Workload, x: float, profile: HardwareProfile) -> int:
     """The HBM budget that leaves x of the operator bytes on the host (as dak.offload's host_ratio)."""
-    op_bytes = sum(op.bytes for op in list_operators(spec, w))
-    total = op_bytes + minimum_hbm_set(spec, w).total
-    return max(1, min(profile.hbm_capacity, int(total - float(x) * op_bytes)))
+    return ratio_budget(spec, w, x, profile)
 
 
 def _assemble(spec, w, profile, budget: int, policy: str, ops, ks, times, staging: int = 0,

@@ -69,8 +69,8 @@ def _list(text: str) -> tuple[str, ...]:
 
 
 def _percent(text: str) -> float:
-    try:
-        return float(text) / 100.0
+    try:  # "5" and "5%" are both 5%
+        return float(text.removesuffix("%")) / 100.0
     except ValueError:
         raise ValueError(f"--ratios takes percentages such as 0,1,2.5,40; got {text!r}") from None
 

@@ -24,14 +24,15 @@ def add_parser(sub) -> None:
     p = sub.add_parser("generate", help="offload a model and generate; prints TTFT, TPOT, tokens/s, EB")
     p.add_argument("--model", required=True, help="built-in name (see `dak models`) or a local checkpoint folder")
     p.add_argument("--hbm-budget", default=None, help="HBM the plan may use, e.g. 40GiB (default: the profile's capacity)")
-    p.add_argument("--host-ratio", default=None, help="instead of a budget: move this share of every operator "
-                                                      "to the host (uniform), e.g. 0.3 or 30%%")
+    p.add_argument("--host-ratio", default=None, help="instead of --hbm-budget: the share of operator bytes (weights "
+                   "and KV cache) on the host, e.g. 0.05 or 5%%, placed by --policy (uniform: that share of every "
+                   "operator), as `dak bench e2e`'s ratio x")
     p.add_argument("--batch", default="8", help="requests B (default 8)")
     p.add_argument("--prompt-len", default="32", help="prompt tokens L (default 32)")
     p.add_argument("--gen-len", default="32", help="new tokens G (default 32)")
     p.add_argument("--strict-budget", action="store_true", help="fit the copy-engine staging inside --hbm-budget "
                    "too (by default it comes on top; `dak plan` prints how much)")
-    p.add_argument("--policy", default=DEFAULT_POLICY, help=f"consolidated | streamed | greedy | uniform (default {DEFAULT_POLICY})")
+    p.add_argument("--policy", default=None, help=f"consolidated | streamed | greedy | uniform (default {DEFAULT_POLICY})")
     p.add_argument("--hardware", default="auto", help="auto (the preset of the GPU in use; h200-pcie without a GPU), a preset name or a profile .json (default auto)")
     p.add_argument("--dtype", default="bf16", help="bf16 | fp16 (default bf16)")
     p.add_argument("--seed", default="0", help="seed of the random weights and prompts (default 0)")
@@ -96,6 +97,9 @@ def run(args) -> int:
                          (("--batch", args.batch), ("--prompt-len", args.prompt_len), ("--gen-len", args.gen_len)))
     seed = _int("--seed", args.seed)
     penalty = {} if args.repetition_penalty is None else {"repetition_penalty": _penalty(args.repetition_penalty)}
+    if args.hbm_budget is not None and args.host_ratio is not None:
+        raise ValueError("give --hbm-budget or --host-ratio, not both (a host ratio x sets the budget that leaves "
+                         "x of the operator bytes on the host)")
     ratio = None if args.host_ratio is None else parse_ratio(args.host_ratio)
     if args.stream and (args.prompt is None or len(args.prompt) != 1):
         raise ValueError("--stream prints one prompt's text as it comes: give exactly one --prompt")
@@ -111,7 +115,8 @@ def run(args) -> int:
             raise ValueError(f"--stop-at-eos: {model_name}'s generation config has no eos_token_id; drop the flag")
         stop = {}
     model = dak.offload(model_name, hbm_budget=args.hbm_budget, hardware=args.hardware, batch=batch,
-                        prompt_len=plen, gen_len=glen, policy=args.policy, host_ratio=ratio,
+                        prompt_len=plen, gen_len=glen, policy=DEFAULT_POLICY if args.policy is None else args.policy,
+                        host_ratio=ratio,
                         dtype=dtypes[args.dtype], seed=seed, tune=args.tune and gpu,
                         graphs=False if args.no_graphs else None,
                         kv_buckets=_int("--kv-buckets", args.kv_buckets), kv_ahead=args.kv_ahead,
@@ -152,12 +157,17 @@ def run_baseline(args, model_name: str) -> int:
                                    ("--stop-at-eos", args.stop_at_eos), ("--stream", args.stream)) if on]
     if given:
         raise ValueError(f"--baseline times greedy decoding of --gen-len tokens: drop {', '.join(given)}")
+    given = [flag for flag, on in (("--policy", args.policy is not None), ("--strict-budget", args.strict_budget),
+                                   ("--no-graphs", args.no_graphs)) if on]
+    if given:
+        raise ValueError(f"--baseline runs its own placement, CUDA-graphed as in `dak bench e2e`: drop {', '.join(given)}")
     ratio = 0.0 if args.host_ratio is None else parse_ratio(args.host_ratio)
     with tempfile.TemporaryDirectory() as tmp:
         cfg = E2EConfig(models=(model_name,), batches=(_int("--batch", args.batch),),
                         prompt_len=_int("--prompt-len", args.prompt_len), gen_len=_int("--gen-len", args.gen_len),
                         ratios=(ratio,), systems=(args.baseline,), hardware=args.hardware, dtype=args.dtype,
-                        seed=_int("--seed", args.seed), repeats=1, tune=args.tune, out=f"{tmp}/baseline.json")
+                        seed=_int("--seed", args.seed), repeats=1, tune=args.tune,
+                        fuse_projections=args.fuse_projections, out=f"{tmp}/baseline.json")
         run_e2e(cfg)
     return 0
 

@@ -10,14 +10,16 @@ from ..defaults import DEFAULT_KV_BUCKETS, DEFAULT_POLICY
 from ..hardware_auto import hardware_profile
 from ..models import Workload, load_spec
 from ..models.ops import DEFAULT_RESERVE
-from ..planner import COST_MODELS, POLICIES, plan_all
-from ..units import format_bandwidth, format_bytes, format_time, parse_size
+from ..planner import COST_MODELS, POLICIES, plan_all, ratio_budget
+from ..units import format_bandwidth, format_bytes, format_time, parse_ratio, parse_size
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("plan", help="plan the HBM/host split of every operator and predict TPOT")
     p.add_argument("--model", required=True, help="built-in name (see `dak models`), config.json or folder")
     p.add_argument("--hbm-budget", default=None, help="HBM the plan may use, e.g. 40GiB (default: device capacity)")
+    p.add_argument("--host-ratio", default=None, help="instead of --hbm-budget: the share of operator bytes (weights "
+                   "and KV cache) on the host, e.g. 5%%, as `dak generate --host-ratio` and `dak bench e2e`")
     add_workload_args(p)
     p.add_argument("--hardware", default="auto", help="auto (the preset of the GPU in use; h200-pcie without a GPU), a preset name or a profile .json (default auto)")
     p.add_argument("--policy", default=DEFAULT_POLICY, help="consolidated | streamed | greedy | uniform | prefetch: the placement "
@@ -70,8 +72,12 @@ def run(args) -> int:
     workload = workload_from(args)
     spec = load_spec(args.model)
     profile = hardware_profile(args.hardware, warn=lambda msg: print(f"warning: {msg}", file=sys.stderr))
-    budget = None if args.hbm_budget is None else parse_size(args.hbm_budget)
     reserve = DEFAULT_RESERVE if args.reserve is None else parse_size(args.reserve)
+    budget = None if args.hbm_budget is None else parse_size(args.hbm_budget)
+    if args.host_ratio is not None:
+        if budget is not None or args.strict_budget:
+            raise ValueError("--host-ratio fixes the host bytes: drop --hbm-budget and --strict-budget")
+        budget = ratio_budget(spec, workload, parse_ratio(args.host_ratio), profile, reserve, strict=True)
     def plans_at(b):
         return plan_all(spec, workload, profile, b, tile_rows=_int("--tile-rows", args.tile_rows),
                         reserve=reserve, spare_link=args.spare_link, cost_model=args.cost_model)

@@ -65,6 +65,26 @@ def resolve_cost_model(ops, profile: HardwareProfile, cost_model: str = "auto"):
     return profile, "measured", measured
 
 
+def ratio_budget(spec: ModelSpec, workload: Workload, x, profile: HardwareProfile,
+                 reserve: int = DEFAULT_RESERVE, strict: bool = False) -> int:
+    """The HBM budget that leaves share ``x`` of the operator bytes (weights and KV cache) on the
+    host: operator bytes + minimum HBM set - x * operator bytes (`dak bench e2e`'s offload ratio,
+    `dak.offload(host_ratio=x)`); the policy then decides which bytes. Capped at the profile's
+    capacity; ``strict``: a share too small for that capacity is an error naming the least one."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or not 0.0 <= float(x) <= 1.0:
+        raise ValueError(f"host_ratio must be a number in [0, 1] (the share of operator bytes on the host), "
+                         f"got {x!r}")
+    op_bytes = sum(op.bytes for op in list_operators(spec, workload))
+    total = op_bytes + minimum_hbm_set(spec, workload, reserve).total
+    budget = int(total - float(x) * op_bytes)
+    if strict and budget > profile.hbm_capacity:
+        least = math.ceil(1e4 * (total - profile.hbm_capacity) / op_bytes) / 1e4
+        raise ValueError(f"host_ratio {float(x):g} leaves {format_bytes(budget)} in HBM, more than "
+                         f"{profile.name}'s capacity {format_bytes(profile.hbm_capacity)}: raise host_ratio to at "
+                         f"least {least:g}, or give an HBM budget instead")
+    return max(1, min(profile.hbm_capacity, budget))
+
+
 def _op_placement(op, k: int, time_s: float) -> OpPlacement:
     host = op.host_bytes_for(k)
     attn = op.kind == "attention"

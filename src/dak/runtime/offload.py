@@ -4,7 +4,7 @@
     model = dak.offload("/models/llama-2-7b-hf", hbm_budget="40GiB", batch=8, max_len=64)
     out = model.generate(input_ids, max_new_tokens=32)
 
-The planner (greedy by default) decides every operator's host share from the hardware profile;
+The planner (policy, `consolidated` by default) decides every operator's host share from the hardware profile;
 planned linears become `SplitLinear`, embeddings `SplitEmbedding`, the KV cache a per-layer
 `SplitKVCache`, and attention runs through the "dak" attention function. Decode steps replay a
 CUDA graph (`dak.runtime.engine`). The returned model carries `dak_placement`, `dak_kv`,
@@ -22,9 +22,9 @@ from torch import nn
 
 from dak.hardware import HardwareProfile
 from dak.hardware_auto import hardware_profile
-from dak.models.ops import Workload, list_operators, minimum_hbm_set
+from dak.models.ops import Workload
 from dak.models.spec import ModelSpec, load_config
-from dak.planner import plan
+from dak.planner import plan, ratio_budget
 from dak.defaults import DEFAULT_FUSE_PROJECTIONS, DEFAULT_KV_AHEAD, DEFAULT_KV_BUCKETS, DEFAULT_POLICY
 from dak.runtime.engine import Engine, kv_bucket_caps
 from dak.runtime.kv import ATTN_NAME, DakKV, register
@@ -34,7 +34,7 @@ from dak.runtime_env import kernel_device
 from dak.runtime.generate import generate as _generate
 from dak.runtime.generation_config import read_generation_config, warn_ignored
 from dak.switches import check_environment
-from dak.units import parse_size
+from dak.units import parse_ratio, parse_size
 
 DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16"}
 
@@ -64,27 +64,30 @@ def workload_for(batch: int, max_len: int | None, prompt_len: int | None, gen_le
 def placement_for(spec: ModelSpec, w: Workload, profile: HardwareProfile, hbm_budget, policy: str,
                   host_ratio: float | None, fused: bool = DEFAULT_FUSE_PROJECTIONS, strict_budget: bool = False,
                   kv_ahead: bool = DEFAULT_KV_AHEAD):
-    """The planner's placement, or (host_ratio) the uniform policy moving that share of every operator.
+    """The planner's placement under `hbm_budget`, or under the budget that leaves share `host_ratio`
+    of the operator bytes on the host (`dak.planner.ratio_budget`, as `dak bench e2e`'s ratio x):
+    `policy` places it either way (uniform: that share of every operator).
     fused: whether the model will fuse its all-HBM projection groups (the prediction's overheads).
     strict_budget: the copy-engine staging (see staging_beyond) fits inside the budget too."""
     if policy == "prefetch":
         raise ValueError("policy 'prefetch' is a baseline (dak bench e2e runs it); use 'consolidated', "
                          "'streamed', 'greedy' or 'uniform'")
-    if strict_budget and host_ratio is not None:
-        raise ValueError("strict_budget fits a plan's staging inside hbm_budget; it does not apply to host_ratio")
-    if host_ratio is None:
+    if host_ratio is not None:
+        if hbm_budget is not None:
+            raise ValueError("give hbm_budget or host_ratio, not both: host_ratio x sets the budget that leaves "
+                             "x of the operator bytes on the host")
+        if strict_budget:
+            raise ValueError("strict_budget fits a plan's staging inside hbm_budget; it does not apply to "
+                             "host_ratio, which fixes the host bytes")
+        ratio = parse_ratio(host_ratio) if isinstance(host_ratio, str) else host_ratio  # "5%" as the CLI
+        budget = ratio_budget(spec, w, ratio, profile, strict=True)
+    else:
         budget = None if hbm_budget is None else parse_size(hbm_budget)
-        pl = plan(spec, w, profile, budget, policy, fused=fused, kv_ahead=kv_ahead)
-        if not strict_budget:
-            return pl
-        return within_budget(pl, spec, lambda b: plan(spec, w, profile, b, policy, fused=fused, kv_ahead=kv_ahead),
-                             kv_ahead)
-    if not 0.0 <= float(host_ratio) <= 1.0:
-        raise ValueError(f"host_ratio must be in [0, 1], got {host_ratio}")
-    ops = list_operators(spec, w)
-    total = sum(op.bytes for op in ops) + minimum_hbm_set(spec, w).total
-    budget = max(1, min(profile.hbm_capacity, int(total - float(host_ratio) * sum(op.bytes for op in ops))))
-    return plan(spec, w, profile, budget, "uniform", ops=ops, fused=fused, kv_ahead=kv_ahead)
+    pl = plan(spec, w, profile, budget, policy, fused=fused, kv_ahead=kv_ahead)
+    if not strict_budget:
+        return pl
+    return within_budget(pl, spec, lambda b: plan(spec, w, profile, b, policy, fused=fused, kv_ahead=kv_ahead),
+                         kv_ahead)
 
 
 def offload(model: str | nn.Module, *, hbm_budget=None, hardware: str | HardwareProfile = "auto",
@@ -97,7 +100,9 @@ def offload(model: str | nn.Module, *, hbm_budget=None, hardware: str | Hardware
     """Offload `model` (built-in name, local checkpoint folder, or an HF model) for one GPU.
     An HF model passed in is converted in place and returned: its planned linears and embeddings
     become split modules (their old tensors are freed once copied), so keep a copy if you need it.
-    progress: byte progress bars for placing and filling/loading the weights (None: only when
+    hbm_budget (bytes or "40GiB"; default the profile's capacity) or host_ratio (the share of
+    operator bytes, weights and KV cache, to keep on the host): `policy` places it
+    ("uniform" moves that share of every operator). progress: byte progress bars for placing and filling/loading the weights (None: only when
     stderr is a terminal). strict_budget: hbm_budget also covers the copy-engine staging, which
     otherwise comes on top of it (`dak plan` shows how much)."""
     if progress not in (None, True, False):
