@@ -14,6 +14,7 @@ import os
 import torch
 from torch import nn
 
+from dak.jsonfile import load_json
 from dak.nn.split_linear import SplitLinear
 from dak.runtime.build import CHUNK_BYTES
 from dak.runtime.embedding import SplitEmbedding
@@ -23,7 +24,26 @@ from dak.runtime.progress import Bytes
 FLOAT_DTYPES = ("F64", "F32", "F16", "BF16")  # safetensors' names
 
 
+INDEX = "model.safetensors.index.json"
+
+
 def shard_files(folder: str) -> list[str]:
+    """The shards to read: those the folder's index names (as HF loads them, so other
+    *.safetensors files beside them, e.g. Mistral's consolidated.safetensors, are not read), else
+    every *.safetensors file."""
+    index = os.path.join(folder, INDEX)
+    if os.path.exists(index):
+        data = load_json(index, "checkpoint index")
+        weight_map = data.get("weight_map") if isinstance(data, dict) else None
+        if not isinstance(weight_map, dict) or not weight_map or not all(isinstance(v, str) for v in weight_map.values()):
+            raise ValueError(f"checkpoint index {index!r} has no weight_map of tensor names to shard files; "
+                             f"repair it, or delete it to read every *.safetensors file in the folder")
+        names = sorted(set(weight_map.values()))
+        missing = [n for n in names if not os.path.isfile(os.path.join(folder, n))]
+        if missing:
+            raise ValueError(f"checkpoint index {index!r} names {len(missing)} shard(s) not in the folder, e.g. "
+                             f"{missing[:3]}; copy them there (the download may be incomplete)")
+        return [os.path.join(folder, n) for n in names]
     files = sorted(glob.glob(os.path.join(folder, "*.safetensors")))
     if not files:
         raise ValueError(f"no *.safetensors files in {folder!r}; dak loads local safetensors checkpoints "
@@ -64,6 +84,21 @@ def _copy_rows(sl, dst: torch.Tensor, row0: int) -> None:
         dst[lo:hi].copy_(sl[row0 + lo:row0 + hi])
 
 
+def check_shards(folder: str) -> list[str]:
+    """The shards, each header readable (run before anything is pinned): a damaged or partly
+    downloaded file is an error that names it."""
+    from safetensors import SafetensorError, safe_open
+    files = shard_files(folder)
+    for path in files:
+        try:
+            with safe_open(path, framework="pt", device="cpu") as f:
+                f.keys()
+        except (SafetensorError, OSError) as e:
+            raise ValueError(f"cannot read checkpoint shard {path!r} ({e}); the file is damaged or incomplete: "
+                             "copy or download it again") from None
+    return files
+
+
 @torch.no_grad()
 def load_checkpoint(model: nn.Module, folder: str, progress: bool | None = False) -> int:
     """Fill `model` from folder/*.safetensors. Returns the bytes read. progress: see dak.runtime.progress."""
@@ -76,7 +111,7 @@ def _load(model: nn.Module, folder: str, targets: dict, bar: Bytes) -> int:
     from safetensors import safe_open
     tied = "lm_head.weight" in targets and getattr(model.config, "tie_word_embeddings", False)
     done, unknown, nbytes = set(), [], 0
-    for path in shard_files(folder):
+    for path in check_shards(folder):
         with safe_open(path, framework="pt", device="cpu") as f:
             for key in f.keys():
                 name = _resolve(key, targets)

@@ -132,6 +132,9 @@ def offload(model: str | nn.Module, *, hbm_budget=None, hardware: str | Hardware
         raise ValueError(f"model must be a built-in name, a local folder or an HF model, got {type(model).__name__}")
     gen_config = None if folder is None else read_generation_config(folder)
     spec = ModelSpec.from_config(cfg, name=name)
+    if folder is not None:
+        from dak.runtime.checkpoint import check_shards
+        check_shards(folder)  # a missing or damaged shard fails here, before anything is pinned
     kv_bucket_caps(1, kv_buckets)  # a bad value fails with its own message, before anything is allocated
     w = workload_for(batch, max_len, prompt_len, gen_len, dtype, kv_buckets)
     for flag, value in (("kv_ahead", kv_ahead), ("fuse_projections", fuse_projections),
