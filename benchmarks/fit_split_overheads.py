@@ -23,7 +23,7 @@ within 10%.
 History of the `h200-pcie` preset's inplace_op_overhead_s, copy_op_overhead_s and
 attention_host_excess: 5.3 us / 23.4 us / 0.9 from e2e-h200.json (greedy and uniform runs with
 four copy-engine chunks per operator, 2026-12-01 session 4); then refitted on the runs with one
-chunk (session 5, see hardware.py).
+chunk (session 5, see hardware_presets.py).
 """
 
 import argparse
