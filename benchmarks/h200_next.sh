@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh H115|H116|H114|H112|H111|H110|H109|H107|H106|H105|H104 (calls already run: benchmarks/h200_past_calls.sh, same usage)
+#   bash benchmarks/h200_next.sh H115|H116|H117|H114|H112|H111|H110|H109|H107|H106|H105|H104 (calls already run: benchmarks/h200_past_calls.sh, same usage)
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -61,6 +61,15 @@ H116) # (thirty-fourth session, an H200) H96 found 8 KV-length buckets 0-1% fast
             step 45 $e2e --models opt-6.7b --ratios 20 --kv-buckets $kb --out "$OUT/e2e-h116-opt-6.7b-kv$kb-$run.json"
         done
     done
+    ;;
+H117) # (thirty-fifth session, no device lent) its changes on a GPU: checkpoint folders read by their index, broken
+    # ones refused before pinning (real pinned memory here), host_ratio's errors; then `dak generate --host-ratio 5%`
+    # (now the consolidated plan at the table's x, was uniform) and its prefetch baseline on Llama-2-7B: TPOT near
+    # the table's 5% row on today's defaults (8.48 ms in H97b)? prefetch's beside it
+    step 120 python3 -u -m pytest -q -p no:cacheprovider tests/test_checkpoint_files.py tests/test_runtime_errors.py
+    g="python3 -m dak generate --model llama-2-7b --host-ratio 5% --batch 8 --prompt-len 32 --gen-len 32"
+    step 90 $g
+    step 90 $g --baseline prefetch
     ;;
 H104) # (thirty-first session, after the last call) min_new_tokens holds EOS back inside the decode graphs (a
     # per-request minimum on the device): its graphed-vs-eager test, with the repetition-penalty one beside
@@ -139,6 +148,6 @@ H109) # (thirty-second session, little device time left) the short form of H107 
     fi
     ;;
 *)  . "$(dirname "$0")/h200_past_calls.sh"  # calls already run, kept to rerun or read
-    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H115|H116|H114|H112|H111|H110|H109|H107|H106|H105|H104 (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
+    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H115|H116|H117|H114|H112|H111|H110|H109|H107|H106|H105|H104 (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
 esac
 tail -c 3000 "$log"

@@ -60,7 +60,7 @@ def build_dak(case: Case, cfg: E2EConfig) -> Built:
               dtype=DTYPES[cfg.dtype], seed=cfg.seed, tune=cfg.tune and torch.cuda.is_available(),
               kv_buckets=cfg.kv_buckets, kv_ahead=cfg.kv_ahead, fuse_projections=cfg.fuse_projections)
     if case.system == "all-hbm":
-        model = dak.offload(case.model, host_ratio=0.0, **kw)
+        model = dak.offload(case.model, host_ratio=0.0, policy="greedy", **kw)  # as its case plans it
     else:
         model = dak.offload(case.model, hbm_budget=case.budget, policy=case.system.removeprefix("dak-"), **kw)
     pl = model.dak_placement
