@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 
 from ..hardware import HardwareProfile
 from ..models.ops import DEFAULT_RESERVE, Workload, list_operators, minimum_hbm_set
@@ -71,7 +72,7 @@ def ratio_budget(spec: ModelSpec, workload: Workload, x, profile: HardwareProfil
     host: operator bytes + minimum HBM set - x * operator bytes (`dak bench e2e`'s offload ratio,
     `dak.offload(host_ratio=x)`); the policy then decides which bytes. Capped at the profile's
     capacity; ``strict``: a share too small for that capacity is an error naming the least one."""
-    if isinstance(x, bool) or not isinstance(x, (int, float)) or not 0.0 <= float(x) <= 1.0:
+    if isinstance(x, bool) or not isinstance(x, numbers.Real) or not 0.0 <= float(x) <= 1.0:
         raise ValueError(f"host_ratio must be a number in [0, 1] (the share of operator bytes on the host), "
                          f"got {x!r}")
     op_bytes = sum(op.bytes for op in list_operators(spec, workload))
