@@ -150,12 +150,14 @@ def test_consolidated_policy_runs_and_matches_hf(checkpoints, family, policy):
 
 
 def test_progress_bars_count_every_byte(checkpoints, capsys):
-    """progress=True: placing and then loading (or filling) each reach 100%; False: silent."""
+    """progress=True: placing, then loading (or filling), then pinning the host K/V each reach 100%;
+    False: silent."""
     _, path = checkpoints["tiny-opt"]
     capsys.readouterr()
     model = dak.offload(path, batch=1, max_len=8, policy="uniform", host_ratio=0.3, dtype=DTYPE, tune=False, progress=True)
     err = capsys.readouterr().err
-    for what in ("dak: placing", "dak: loading checkpoint"):
+    assert any(o.host_requests for o in model.dak_placement.ops if o.kind == "attention")  # host K/V: a bar too
+    for what in ("dak: placing", "dak: loading checkpoint", "dak: pinning host KV cache"):
         line = [seg for seg in err.replace("\r", "\n").split("\n") if what in seg][-1]
         assert "100%" in line, line
     model.dak_free()

@@ -14,6 +14,8 @@ the start of a decode step, then `append` and attention for every layer).
 
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 
 from dak.host import PinnedBuffer
@@ -34,12 +36,14 @@ class SplitKVCache:
     lengths: (batch,) int32 on the device, zeros at first. Contents start uninitialised;
     kernels never read past a request's length. staging_requests > 0 adds one layer's worth of
     HBM staging (k, v) for that many host requests, which lets decode attention move host K/V
-    with the copy engine (`AttentionConfig.ce_share`).
+    with the copy engine (`AttentionConfig.ce_share`). on_pinned(nbytes) is called after each
+    layer's pinned buffer (a progress bar).
     """
 
     def __init__(self, layers: int, batch: int, max_len: int, kv_heads: int, head_dim: int,
                  dtype: torch.dtype = torch.bfloat16, host_requests: int = 0,
-                 device: torch.device | str | None = None, staging_requests: int = 0):
+                 device: torch.device | str | None = None, staging_requests: int = 0,
+                 on_pinned: Callable[[int], None] | None = None):
         for name, val, lo in (("layers", layers, 1), ("batch", batch, 1), ("max_len", max_len, 1),
                               ("kv_heads", kv_heads, 1), ("host_requests", host_requests, 0),
                               ("staging_requests", staging_requests, 0)):
@@ -58,7 +62,11 @@ class SplitKVCache:
         self.host_requests = host_requests
         side = (kv_heads, max_len, head_dim)
         per_layer = host_requests * kv_heads * max_len
-        self._host = [PinnedBuffer((2 * per_layer, head_dim), dtype) for _ in range(layers)]
+        self._host = []
+        for _ in range(layers):  # on_pinned(bytes) after each layer's buffer (a progress bar)
+            self._host.append(PinnedBuffer((2 * per_layer, head_dim), dtype))
+            if on_pinned is not None and per_layer:
+                on_pinned(2 * per_layer * head_dim * self._host[-1].tensor.element_size())
         self._k_host = [buf.tensor[:per_layer].view(host_requests, *side) for buf in self._host]
         self._v_host = [buf.tensor[per_layer:].view(host_requests, *side) for buf in self._host]
         self._hbm = torch.empty((layers, 2, batch - host_requests, *side), dtype=dtype, device=self.device)

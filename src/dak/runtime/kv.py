@@ -26,7 +26,7 @@ class DakKV:
     """Split KV caches for `layers` layers; `host_requests[l]` requests of layer l on the host."""
 
     def __init__(self, host_requests: list[int], batch: int, max_len: int, kv_heads: int, head_dim: int,
-                 dtype: torch.dtype, device: torch.device, staging: bool = True):
+                 dtype: torch.dtype, device: torch.device, staging: bool = True, on_pinned=None):
         if len(host_requests) == 0:
             raise ValueError("need at least one layer")
         self.batch, self.max_len, self.device = batch, max_len, device
@@ -39,7 +39,8 @@ class DakKV:
         for b_h, layers in groups.items():
             self.caches[b_h] = SplitKVCache(len(layers), batch, max_len, kv_heads, head_dim, dtype,
                                             host_requests=b_h, device=device,
-                                            staging_requests=b_h if staging and device.type == "cuda" else 0)
+                                            staging_requests=b_h if staging and device.type == "cuda" else 0,
+                                            on_pinned=on_pinned)
             for i, layer in enumerate(layers):
                 local[layer] = i
         self.where = [(self.caches[int(b_h)], local[layer]) for layer, b_h in enumerate(host_requests)]

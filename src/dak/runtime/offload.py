@@ -216,7 +216,10 @@ def build_model(cfg: dict, placement, *, dtype: torch.dtype, seed: int = 0, tune
     install_fused(model)
     register()
     model.config._attn_implementation = ATTN_NAME
-    kv = DakKV(host_requests, w.batch, max_len, spec.num_kv_heads, spec.head_dim, dtype, device)
+    kv_host = sum(host_requests) * 2 * spec.num_kv_heads * max_len * spec.head_dim * dtype.itemsize
+    with Bytes(kv_host, "dak: pinning host KV cache", progress if kv_host else False) as bar:
+        kv = DakKV(host_requests, w.batch, max_len, spec.num_kv_heads, spec.head_dim, dtype, device,
+                   on_pinned=bar.update)
     kv.prepare(spec.num_heads, tune and device.type == "cuda")
     return model, kv
 
