@@ -220,6 +220,28 @@ def test_cli_generate_runs_and_rejects_bad_input(capsys):
     assert "unknown model 'no-such-model'" in capsys.readouterr().err
 
 
+def test_generate_json_is_one_object_and_plans_as_dak_plan(capsys):
+    """dak generate --json prints one JSON object on stdout (the CPU notice goes to stderr), and
+    --host-ratio places what dak plan --host-ratio places on the same workload."""
+    import json
+    wl = ["--model", "tiny-llama", "--host-ratio", "20%", "--batch", "2", "--prompt-len", "3", "--gen-len", "2"]
+    assert main(["generate"] + wl + ["--json"]) == 0
+    cap = capsys.readouterr()
+    got = json.loads(cap.out)
+    assert "no CUDA GPU here" in cap.err or torch.cuda.is_available()
+    assert got["ran"] == "tiny-llama" and got["steps"] == 1 and got["tpot_s"] > 0 and got["ttft_s"] > 0
+    assert got["tokens_per_s"] == pytest.approx(2 / got["tpot_s"])
+    assert got["measured_over_predicted"] == pytest.approx(got["tpot_s"] / got["predicted_tpot_s"])
+    assert main(["plan"] + wl + ["--json"]) == 0
+    planned = json.loads(capsys.readouterr().out)
+    assert (got["policy"], got["host_bytes"]) == (planned["policy"], planned["host_bytes"]) and got["host_bytes"] > 0
+    assert got["offload_ratio"] >= 0.2
+    for extra, msg in ((["--stream", "--prompt", "hi"], "drop --json or --stream"),
+                       (["--baseline", "uva"], "dak bench e2e --out")):
+        assert main(["generate"] + wl + ["--json"] + extra) == 2
+        assert msg in capsys.readouterr().err
+
+
 def test_host_ratio_sets_the_budget_and_the_policy_places_it():
     """host_ratio x is `dak bench e2e`'s offload ratio: the HBM budget that leaves x of the operator
     bytes on the host, placed by the policy (consolidated by default, as the README's table rows);

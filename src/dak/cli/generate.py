@@ -11,7 +11,9 @@ same code path with Triton's CPU interpreter, and says so.
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import sys
 
 from ..defaults import DEFAULT_FUSE_PROJECTIONS, DEFAULT_KV_AHEAD, DEFAULT_KV_BUCKETS, DEFAULT_POLICY
 from ..units import format_bandwidth, format_bytes, format_time, parse_ratio
@@ -55,6 +57,8 @@ def add_parser(sub) -> None:
                    "(a host sync per step, so TPOT includes it)")
     p.add_argument("--stop-at-eos", action="store_true", help="stop each request at the eos_token_id of the model's "
                    "generation config (and end once all have stopped; then fewer than --gen-len steps are timed)")
+    p.add_argument("--json", action="store_true", help="print one JSON object (the figures below, the placement "
+                   "summary, the outputs) instead of text; notes go to stderr")
     p.add_argument("--baseline", default=None, help="run a baseline instead of dak at the same --host-ratio: "
                                                     "all-hbm | prefetch | uva | accelerate (see `dak bench e2e`)")
     p.set_defaults(func=run)
@@ -77,17 +81,22 @@ def run(args) -> int:
     import torch
     gpu = torch.cuda.is_available()
     model_name = args.model
+    if args.json and args.stream:
+        raise ValueError("--stream prints text as it comes: drop --json or --stream")
+    say = (lambda line: print(line, file=sys.stderr)) if args.json else print
     if not gpu:
         from ..models import load_spec
         load_spec(model_name)  # an unknown name or a broken folder is an error here too
         os.environ["TRITON_INTERPRET"] = "1"
         if not (os.path.isdir(model_name) or model_name.startswith("tiny-")):
-            print(f"dak: no CUDA GPU here: running {CPU_MODEL} instead of {model_name} through the same "
-                  "code path, with Triton's CPU interpreter (slow; numbers are not performance)")
+            say(f"dak: no CUDA GPU here: running {CPU_MODEL} instead of {model_name} through the same "
+                "code path, with Triton's CPU interpreter (slow; numbers are not performance)")
             model_name = CPU_MODEL
         else:
-            print("dak: no CUDA GPU here: Triton kernels run in the CPU interpreter (slow)")
+            say("dak: no CUDA GPU here: Triton kernels run in the CPU interpreter (slow)")
     if args.baseline is not None:
+        if args.json:
+            raise ValueError("--baseline prints `dak bench e2e`'s table; for JSON run `dak bench e2e --out FILE`")
         return run_baseline(args, model_name)
     import dak
     dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16}
@@ -124,19 +133,28 @@ def run(args) -> int:
     try:
         out = model.generate(ids, max_new_tokens=glen, do_sample=args.sample, **stop, **penalty,
                              prompt_lengths=lengths, streamer=_streamer(model_name) if args.stream else None)
-        print(report(model.dak_placement, model.dak_last, batch, model.dak_engine.graphs))
-        if args.kv_ahead:
-            n = model.dak_engine.kv_ahead_layers
-            print(f"kv-ahead: {n} layer(s) stage host K/V ahead" if n else
-                  "kv-ahead: no layer stages host K/V through the copy engine here, so nothing was copied ahead")
-        if args.fuse_projections:
-            print(f"fused projections: {model.dak_fused} q/k/v or gate/up set(s) multiply as one matrix")
+        texts = []
         if args.prompt is not None:
             tok = _tokenizer(model_name)
             for b in range(len(args.prompt)):  # each prompt without its padding, then its new tokens
                 n = plen if lengths is None else int(lengths[b])
-                text = tok.decode(out[b, :n].tolist() + out[b, plen:].tolist(), skip_special_tokens=True)
-                print(f"output {b}:" if len(args.prompt) > 1 else "output:", text)
+                texts.append(tok.decode(out[b, :n].tolist() + out[b, plen:].tolist(), skip_special_tokens=True))
+        n = model.dak_engine.kv_ahead_layers if args.kv_ahead else None
+        if args.json:
+            d = figures(model.dak_placement, model.dak_last, batch, model.dak_engine.graphs)
+            d.update(model=args.model, ran=model_name, cpu_interpreter=not gpu, batch=batch, prompt_len=plen,
+                     gen_len=glen, kv_ahead_layers=n, fused_groups=model.dak_fused if args.fuse_projections else None,
+                     outputs=texts if args.prompt is not None else None)
+            print(json.dumps(d, indent=2))
+            return 0
+        print(report(model.dak_placement, model.dak_last, batch, model.dak_engine.graphs))
+        if args.kv_ahead:
+            print(f"kv-ahead: {n} layer(s) stage host K/V ahead" if n else
+                  "kv-ahead: no layer stages host K/V through the copy engine here, so nothing was copied ahead")
+        if args.fuse_projections:
+            print(f"fused projections: {model.dak_fused} q/k/v or gate/up set(s) multiply as one matrix")
+        for b, text in enumerate(texts):
+            print(f"output {b}:" if len(texts) > 1 else "output:", text)
     finally:
         model.dak_free()
     return 0
@@ -172,22 +190,34 @@ def run_baseline(args, model_name: str) -> int:
     return 0
 
 
-def report(pl, res, batch: int, graphs: bool) -> str:
+def figures(pl, res, batch: int, graphs: bool) -> dict:
+    """What `dak generate` reports (seconds, bytes, bytes/s), as `--json` prints it."""
     weights = sum(o.traffic for o in pl.ops if o.kind != "attention")
-    eb = weights / res.tpot_s if res.tpot_s else 0.0
-    eb_kv = pl.total_traffic / res.tpot_s if res.tpot_s else 0.0
-    pred = pl.predicted_s
+    tpot = res.tpot_s
+    return {"policy": pl.policy, "profile": pl.profile, "host_bytes": pl.host_bytes, "hbm_bytes": pl.hbm_bytes,
+            "offload_ratio": pl.offload_ratio, "split_operators": sum(1 for o in pl.ops if o.host_bytes),
+            "operators": len(pl.ops), "ttft_s": res.ttft_s, "tpot_s": tpot, "steps": res.steps, "graphs": graphs,
+            "tokens_per_s": batch / tpot if tpot else 0.0,
+            "effective_bandwidth": weights / tpot if tpot else 0.0,
+            "effective_bandwidth_with_kv": pl.total_traffic / tpot if tpot else 0.0,
+            "predicted_tpot_s": pl.predicted_s, "predicted_operators_s": pl.step_time_s,
+            "predicted_overhead_s": pl.overhead_s,
+            "measured_over_predicted": tpot / pl.predicted_s if pl.predicted_s else 0.0}
+
+
+def report(pl, res, batch: int, graphs: bool) -> str:
+    f = figures(pl, res, batch, graphs)
     lines = [
         f"placement: {pl.policy} on {pl.profile}: host {format_bytes(pl.host_bytes)} "
         f"({100 * pl.offload_ratio:.1f}% of operator bytes), HBM {format_bytes(pl.hbm_bytes)}, "
-        f"{sum(1 for o in pl.ops if o.host_bytes)} of {len(pl.ops)} operators split",
+        f"{f['split_operators']} of {f['operators']} operators split",
         f"TTFT {format_time(res.ttft_s)}   TPOT {format_time(res.tpot_s)} "
-        f"({'CUDA graph' if graphs else 'eager'}, {res.steps} steps)   "
-        f"{batch / res.tpot_s if res.tpot_s else 0:.1f} tokens/s",
-        f"effective bandwidth {format_bandwidth(eb)} (weights / TPOT), {format_bandwidth(eb_kv)} with KV",
-        f"predicted TPOT {format_time(pred)} (planner: operators {format_time(pl.step_time_s)} + small kernels and "
-        "split-operator overheads "
-        f"{format_time(pl.overhead_s)}), measured/predicted {res.tpot_s / pred if pred else 0:.2f}",
+        f"({'CUDA graph' if graphs else 'eager'}, {res.steps} steps)   {f['tokens_per_s']:.1f} tokens/s",
+        f"effective bandwidth {format_bandwidth(f['effective_bandwidth'])} (weights / TPOT), "
+        f"{format_bandwidth(f['effective_bandwidth_with_kv'])} with KV",
+        f"predicted TPOT {format_time(pl.predicted_s)} (planner: operators {format_time(pl.step_time_s)} + small "
+        f"kernels and split-operator overheads {format_time(pl.overhead_s)}), measured/predicted "
+        f"{f['measured_over_predicted']:.2f}",
     ]
     return "\n".join(lines)
 
