@@ -68,7 +68,7 @@ H117) # (thirty-fifth session, no device lent) its changes on a GPU: checkpoint 
     # the table's 5% row on today's defaults (8.48 ms in H97b)? prefetch's beside it
     step 120 python3 -u -m pytest -q -p no:cacheprovider tests/test_checkpoint_files.py tests/test_runtime_errors.py
     g="python3 -m dak generate --model llama-2-7b --host-ratio 5% --batch 8 --prompt-len 32 --gen-len 32"
-    step 90 $g
+    step 90 bash -c "$g --json > $OUT/generate-h117-llama-2-7b-5pct.json"
     step 90 $g --baseline prefetch
     ;;
 H104) # (thirty-first session, after the last call) min_new_tokens holds EOS back inside the decode graphs (a
