@@ -36,6 +36,7 @@ def _copy(src, dst):
 
 
 def _logits(model, ids):
+    """Logits of CPU ids (dak's scoring forward moves them to its device, as generate does)."""
     with torch.no_grad():
         return model(ids, use_cache=False).logits.float().cpu()
 

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import dak
+from dak.runtime.embedding import SplitEmbedding
 from dak.host import pinned_bytes
 from dak.runtime.engine import Engine, Sampling
 from runtime_checks import PROMPT, check_tokens as _check_tokens, hf_model as _hf_model
@@ -371,4 +372,8 @@ def test_forward_scores_like_hf_on_the_gpu(checkpoints):
         got, want = model(ids, attention_mask=mask, use_cache=False).logits.float(), hf(ids, attention_mask=mask).logits.float()
     keep = mask.bool()
     assert ((got[keep] - want[keep]).norm() / want[keep].norm()).item() < 1e-2
+    assert any(m.m_h for m in model.modules() if isinstance(m, SplitEmbedding))  # host rows of the table
+    with torch.no_grad():  # CPU ids and mask (the README's example) are moved to the GPU, as generate moves them
+        cpu = model(ids.cpu(), attention_mask=mask.cpu(), use_cache=False).logits.float()
+    assert cpu.device == got.device and torch.equal(cpu, got)
     model.dak_free()

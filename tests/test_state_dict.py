@@ -87,6 +87,8 @@ def test_split_embedding_saves_and_loads_its_rows():
     emb.load_state_dict({"weight": w2})
     ids = torch.tensor([[0, 3, 4, 10]])
     assert torch.equal(emb(ids), torch.nn.functional.embedding(ids, w2))
+    with pytest.raises(ValueError, match="token ids are on meta"):  # (on a GPU: CPU ids, which would fault)
+        emb(ids.to("meta"))
 
 
 def _perturbed(model, seed):

@@ -68,6 +68,9 @@ class SplitEmbedding(nn.Module):
             unexpected(state_dict, prefix, ("weight",), unexpected_keys)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        if ids.device != self.w_hbm.device:  # a CPU index into the mapped host rows would fault on the GPU
+            raise ValueError(f"token ids are on {ids.device}, the embedding on {self.w_hbm.device}: move them "
+                             f"with ids.to({str(self.w_hbm.device)!r})")
         if self.m_h == 0:
             return F.embedding(ids, self.w_hbm)
         if self.m_h == self.num_embeddings:

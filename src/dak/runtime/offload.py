@@ -241,10 +241,14 @@ def _checked_apply(model: nn.Module):
 
 def _scoring_forward(hf_forward):
     """The model's own forward (full-sequence logits, e.g. for perplexity; padding masks as in HF)
-    with attention through torch SDPA: dak's split attention serves only its engine's cache."""
+    with attention through torch SDPA: dak's split attention serves only its engine's cache.
+    Tensor arguments on another device (CPU ids) are moved to the model's, as generate does."""
     def forward(self, *args, **kwargs):
         if getattr(self.dak_kv, "freed", False):
             raise RuntimeError("this model's memory was released by dak_free(); offload it again to use it")
+        dev = self.dak_kv.device  # CPU ids (as generate takes them) go to the model's device, as generate moves them
+        args = tuple(a.to(dev) if isinstance(a, torch.Tensor) else a for a in args)
+        kwargs = {k: v.to(dev) if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
         impl = self.config._attn_implementation
         self.config._attn_implementation = "sdpa"
         try:
