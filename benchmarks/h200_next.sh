@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh H115|H116|H117|H114|H112|H111|H110|H109|H107|H106|H105|H104 (calls already run: benchmarks/h200_past_calls.sh, same usage)
+#   bash benchmarks/h200_next.sh H115|H116|H117|H119|H114|H112|H111|H110|H109|H107|H106|H105|H104 (calls already run: benchmarks/h200_past_calls.sh, same usage)
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -70,6 +70,19 @@ H117) # (thirty-fifth session, no device lent) its changes on a GPU: checkpoint 
     g="python3 -m dak generate --model llama-2-7b --host-ratio 5% --batch 8 --prompt-len 32 --gen-len 32"
     step 90 bash -c "$g --json > $OUT/generate-h117-llama-2-7b-5pct.json"
     step 90 $g --baseline prefetch
+    ;;
+H119) # (thirty-fifth session, after H117 on an H100: `dak generate --host-ratio 5%` on Llama-2-7B ran 11.38 ms,
+    # predicted 9.37, where H107's plan (before DAK_ROOFLINE_KV_AHEAD=1) ran 9.80) the K/V pricing A/B on this GPU:
+    # Llama-2-7B at 5% with the old pricing (=0) and the default (=1), alternated twice, prefetch once; then the
+    # scoring-forward fix (CPU ids) and the checkpoint tests
+    e2e="python3 -m dak bench e2e --models llama-2-7b --batch 8 --ratios 5"
+    for run in 1 2; do
+        step 60 env DAK_ROOFLINE_KV_AHEAD=0 $e2e --systems dak-consolidated --out "$OUT/e2e-h119-kv0-$run.json"
+        step 60 $e2e --systems dak-consolidated --out "$OUT/e2e-h119-kv1-$run.json"
+    done
+    step 60 $e2e --systems prefetch --out "$OUT/e2e-h119-prefetch.json"
+    step 150 python3 -u -m pytest -q -p no:cacheprovider tests/test_checkpoint_files.py tests/test_state_dict.py \
+        "tests/test_runtime_gpu.py::test_forward_scores_like_hf_on_the_gpu"
     ;;
 H104) # (thirty-first session, after the last call) min_new_tokens holds EOS back inside the decode graphs (a
     # per-request minimum on the device): its graphed-vs-eager test, with the repetition-penalty one beside
@@ -148,6 +161,6 @@ H109) # (thirty-second session, little device time left) the short form of H107 
     fi
     ;;
 *)  . "$(dirname "$0")/h200_past_calls.sh"  # calls already run, kept to rerun or read
-    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H115|H116|H117|H114|H112|H111|H110|H109|H107|H106|H105|H104 (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
+    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H115|H116|H117|H119|H114|H112|H111|H110|H109|H107|H106|H105|H104 (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
 esac
 tail -c 3000 "$log"
