@@ -230,6 +230,7 @@ def test_generate_json_is_one_object_and_plans_as_dak_plan(capsys):
     got = json.loads(cap.out)
     assert "no CUDA GPU here" in cap.err or torch.cuda.is_available()
     assert got["ran"] == "tiny-llama" and got["steps"] == 1 and got["tpot_s"] > 0 and got["ttft_s"] > 0
+    assert {"gpu", "git_sha", "command", "date"} <= set(got["meta"])
     assert got["tokens_per_s"] == pytest.approx(2 / got["tpot_s"])
     assert got["measured_over_predicted"] == pytest.approx(got["tpot_s"] / got["predicted_tpot_s"])
     assert main(["plan"] + wl + ["--json"]) == 0

@@ -145,6 +145,8 @@ def run(args) -> int:
             d.update(model=args.model, ran=model_name, cpu_interpreter=not gpu, batch=batch, prompt_len=plen,
                      gen_len=glen, kv_ahead_layers=n, fused_groups=model.dak_fused if args.fuse_projections else None,
                      outputs=texts if args.prompt is not None else None)
+            from ..bench.meta import metadata
+            d["meta"] = metadata()  # GPU, git sha, command, $DAK_* switches, date
             print(json.dumps(d, indent=2))
             return 0
         print(report(model.dak_placement, model.dak_last, batch, model.dak_engine.graphs))
