@@ -1,4 +1,4 @@
-"""state_dict / load_state_dict of split modules and of offloaded models (CPU, Triton interpreter):
+"""state_dict / load_state_dict of split modules and of offloaded models (CPU, Triton interpreter; a GPU too):
 the keys and values of the modules they replace, loading in place, and torch's errors."""
 
 import os
@@ -13,9 +13,11 @@ import dak  # noqa: E402
 from dak.nn import SplitLinear  # noqa: E402
 from dak.nn.fused_proj import ProjectionGroup  # noqa: E402
 from dak.runtime.embedding import SplitEmbedding  # noqa: E402
+from dak.runtime_env import kernel_device  # noqa: E402
 from runtime_checks import hf_model as _hf_model  # noqa: E402
 
 TOL = {torch.bfloat16: 1e-2, torch.float16: 2e-3}
+DEV = kernel_device()  # where split modules keep their HBM rows (the CPU in the interpreter)
 
 
 def _rel(y, ref):
@@ -33,37 +35,37 @@ def test_split_linear_saves_and_loads_as_a_linear(ratio, bias, dtype):
     for k, v in old.state_dict().items():
         assert sd[k].device.type == "cpu" and torch.equal(sd[k], v), k
     sd["weight"].fill_(0)  # a copy: the module keeps its rows
-    assert torch.equal(mod.full_weight(), old.weight.detach())
+    assert torch.equal(mod.full_weight().cpu(), old.weight.detach())
     mod.load_state_dict(new.state_dict())
-    assert torch.equal(mod.full_weight(), new.weight.detach())
+    assert torch.equal(mod.full_weight().cpu(), new.weight.detach())
     x = torch.randn(3, 37).to(dtype)
     ref = x.double() @ new.weight.double().T + (new.bias.double() if bias else 0)
     y = torch.full((3, 70), float("nan"), dtype=dtype)
-    y.copy_(mod(x))
+    y.copy_(mod(x.to(DEV)))  # the module's rows are on the kernel device (a GPU where there is one)
     assert _rel(y, ref) < TOL[dtype]
 
 
 def test_load_errors_name_the_key():
     mod = SplitLinear(torch.randn(32, 16).bfloat16(), torch.randn(32).bfloat16(), host_ratio=0.5, row_tile=16)
-    before = mod.full_weight()
+    before = mod.full_weight().cpu()
     with pytest.raises(RuntimeError, match="size mismatch for weight"):
         mod.load_state_dict({"weight": torch.randn(33, 16), "bias": torch.randn(32)})
-    assert torch.equal(mod.full_weight(), before)  # a rejected weight touches no row
+    assert torch.equal(mod.full_weight().cpu(), before)  # a rejected weight touches no row
     with pytest.raises(RuntimeError, match="Missing key.*bias"):  # as torch: the present keys still load
         mod.load_state_dict({"weight": torch.randn(32, 16)})
     last = torch.randn(32, 16)
     with pytest.raises(RuntimeError, match="Unexpected key.*extra"):
         mod.load_state_dict({"weight": last, "bias": torch.randn(32), "extra": torch.ones(1)})
-    assert torch.equal(mod.full_weight(), last.bfloat16())
+    assert torch.equal(mod.full_weight().cpu(), last.bfloat16())
     with pytest.raises(RuntimeError, match="dtype mismatch for weight"):
         mod.load_state_dict({"weight": torch.ones(32, 16, dtype=torch.int64), "bias": torch.randn(32)})
-    assert torch.equal(mod.full_weight(), last.bfloat16())
+    assert torch.equal(mod.full_weight().cpu(), last.bfloat16())
     w = torch.randn(32, 16)
     res = mod.load_state_dict({"weight": w, "extra": torch.ones(1), "sub.weight": w}, strict=False)
     assert res.missing_keys == ["bias"] and res.unexpected_keys == ["extra", "sub.weight"]
-    assert torch.equal(mod.full_weight(), w.bfloat16())
+    assert torch.equal(mod.full_weight().cpu(), w.bfloat16())
     mod.load_state_dict({"weight": -w, "bias": torch.ones(32)}, assign=True)  # homes fixed: copied
-    assert torch.equal(mod.full_weight(), -w.bfloat16()) and mod.w_host.is_pinned() == mod._host.pinned
+    assert torch.equal(mod.full_weight().cpu(), -w.bfloat16()) and mod.w_host.is_pinned() == mod._host.pinned
 
 
 def test_fused_members_load_into_the_fused_matrix():
@@ -73,10 +75,10 @@ def test_fused_members_load_into_the_fused_matrix():
     new = [torch.nn.Linear(24, n).half() for n in (16, 8, 8)]
     for m, lin in zip(mods, new):
         m.load_state_dict(lin.state_dict())
-    assert torch.equal(group.weight, torch.cat([lin.weight.detach() for lin in new]))
+    assert torch.equal(group.weight.cpu(), torch.cat([lin.weight.detach() for lin in new]))
     x = torch.randn(2, 24).half()
     for m, lin in zip(mods, new):
-        assert _rel(m(x), x.double() @ lin.weight.double().T + lin.bias.double()) < TOL[torch.float16]
+        assert _rel(m(x.to(DEV)).cpu(), x.double() @ lin.weight.double().T + lin.bias.double()) < TOL[torch.float16]
 
 
 def test_split_embedding_saves_and_loads_its_rows():
