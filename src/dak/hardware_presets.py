@@ -98,7 +98,9 @@ PRESETS: dict[str, HardwareProfile] = {
     # bytes on other operators) and 10% (2.9%), measured in H112 (e2e-h112-{new,old}-{1,2}-s33-h100.json,
     # alternated twice in one call: 12.91/12.88 and 25.38/25.29 ms against the old plans'
     # 12.89/12.86 and 25.51/25.44, predicted/measured 1.07-1.08 and 1.02, the old preset's 1.12 and
-    # 1.07); the other 5 (0.2-6.1% moved, Llama 10/20%, OPT-6.7B at 20%) not yet measured (H114).
+    # 1.07); the other 5 (0.2-6.1% moved, Llama 10/20%, OPT-6.7B at 20%) in H114 (thirty-fifth session, on the
+    # thirty-fourth's defaults; e2e-h114-*-s35-h100.json, alternated twice): as fast as on h100-sxm-s32 within
+    # 1-2%, predicted within 10% in 10 of 10 runs (h100-sxm-s32: 3 of 10).
     "h100-sxm": HardwareProfile(
         name="h100-sxm", hbm_bandwidth=2.84e12, host_bandwidth_ce=52.0e9,
         host_bandwidth_sm=51.1e9, flops=803e12, sm_count=132, smem_per_sm=228 * KIB,
