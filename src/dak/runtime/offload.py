@@ -202,7 +202,8 @@ def build_model(cfg: dict, placement, *, dtype: torch.dtype, seed: int = 0, tune
     max_len = w.prompt_len + w.gen_len
     device = kernel_device()
     kv_staging = kv_staging_bytes_for(placement, spec, kv_ahead)
-    check_memory(placement, kv_host_bytes_for(placement, spec), device, kv_staging if device.type == "cuda" else 0)
+    kv_host = kv_host_bytes_for(placement, spec)
+    check_memory(placement, kv_host, device, kv_staging if device.type == "cuda" else 0)
     model = module.to(dtype) if module is not None else skeleton(hf_config(cfg), dtype)
     weights = sum(op.bytes for op in placement.ops if op.kind != "attention")
     with Bytes(weights, "dak: placing (pinning host rows, allocating HBM)", progress) as bar:
@@ -216,7 +217,6 @@ def build_model(cfg: dict, placement, *, dtype: torch.dtype, seed: int = 0, tune
     install_fused(model)
     register()
     model.config._attn_implementation = ATTN_NAME
-    kv_host = sum(host_requests) * 2 * spec.num_kv_heads * max_len * spec.head_dim * dtype.itemsize
     with Bytes(kv_host, "dak: pinning host KV cache", progress if kv_host else False) as bar:
         kv = DakKV(host_requests, w.batch, max_len, spec.num_kv_heads, spec.head_dim, dtype, device,
                    on_pinned=bar.update)
