@@ -60,13 +60,18 @@ def test_buffer_dropped_inside_capture_keeps_the_capture_valid(monkeypatch, meth
     assert host.pinned_bytes() == before  # released once the capture ended
 
 
-def test_unknown_pin_method_is_refused_at_import():
+def test_unknown_pin_method_is_refused_when_pinning_not_at_import():
     import os
     import subprocess
     import sys
     env = dict(os.environ, DAK_PIN_METHOD="bogus")
-    r = subprocess.run([sys.executable, "-c", "import dak.host"], env=env, capture_output=True, text=True)
-    assert r.returncode != 0 and "DAK_PIN_METHOD must be one of alloc, alloc-wc, register" in r.stderr
+    code = ("import dak, torch, dak.host as h\n"
+            "try:\n    h.PinnedBuffer((2, 8), torch.float16)\nexcept ValueError as e:\n    print('refused:', e)")
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr  # `import dak` works: `dak env` must be able to report the bad value
+    assert "refused: DAK_PIN_METHOD must be one of alloc, alloc-wc, register" in r.stdout
+    r = subprocess.run([sys.executable, "-m", "dak", "env"], env=env, capture_output=True, text=True)
+    assert r.returncode == 2 and "DAK_PIN_METHOD='bogus'" in r.stderr and "Traceback" not in r.stderr
 
 
 @pytest.mark.parametrize("nbytes", [1, 4096 * 3 + 17, (2 << 20) + 5])

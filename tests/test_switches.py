@@ -96,7 +96,7 @@ def test_dak_env_lists_every_switch_and_the_cli_checks_first(monkeypatch, capsys
 
 
 def test_offload_refuses_a_bad_switch_before_building(monkeypatch):
-    import dak  # (dak.host reads DAK_PIN_METHOD when first imported: import before setting it)
+    import dak
     monkeypatch.setenv("DAK_PIN_METHOD", "mmap")
     with pytest.raises(ValueError, match="DAK_PIN_METHOD='mmap': must be one of alloc"):
         dak.offload("tiny-llama", batch=1, max_len=8)

@@ -32,9 +32,21 @@ TMA_ALIGN = 16
 # ordinary CPU allocation; 'thp': cudaHostRegister of 2 MiB-aligned anonymous memory advised
 # MADV_HUGEPAGE (physically contiguous 2 MiB runs where the kernel has them: an experiment).
 PIN_METHODS = ("alloc", "alloc-wc", "register", "thp")
-PIN_METHOD = os.environ.get("DAK_PIN_METHOD", "alloc")
-if PIN_METHOD not in PIN_METHODS:
-    raise ValueError(f"DAK_PIN_METHOD must be one of {', '.join(PIN_METHODS)}, got {PIN_METHOD!r}")
+
+
+PIN_METHOD: str | None = None  # overrides $DAK_PIN_METHOD when set (benchmarks, tests)
+
+
+def pin_method() -> str:
+    """The pinning method: PIN_METHOD, else $DAK_PIN_METHOD, read when memory is pinned (a bad value
+    must not break `import dak` or `dak env`, which reports it)."""
+    method = PIN_METHOD or os.environ.get("DAK_PIN_METHOD", "alloc")
+    if method not in PIN_METHODS:
+        raise ValueError(f"DAK_PIN_METHOD must be one of {', '.join(PIN_METHODS)}, got {method!r}: "
+                         f"unset it or pick one (`dak env` lists them)")
+    return method
+
+
 _CUDA_HOST_REGISTER_PORTABLE = 1
 _LIVE = [0]  # pinned bytes currently held (see pinned_bytes)
 _DEFERRED: list = []  # (release, args) that arrived during CUDA graph capture
@@ -179,12 +191,13 @@ class PinnedBuffer:
         self.pinned = False
         self.method = "pageable"
         gpu = torch.cuda.is_available()
-        wc = PIN_METHOD == "alloc-wc"
-        alloc = _host_alloc(self.nbytes, wc) if gpu and self.nbytes and PIN_METHOD != "register" else None
+        method = pin_method()
+        wc = method == "alloc-wc"
+        alloc = _host_alloc(self.nbytes, wc) if gpu and self.nbytes and method != "register" else None
         if alloc is not None:
             self._storage = alloc.view(dtype).view(rows, pcols)
             self.pinned, self.method = True, "cudaHostAlloc" + (" (write-combined)" if wc else "")
-        elif gpu and self.nbytes and PIN_METHOD == "thp":
+        elif gpu and self.nbytes and method == "thp":
             self._storage = _thp_bytes(self.nbytes).view(dtype).view(rows, pcols)
         else:
             self._storage = torch.empty((rows, pcols), dtype=dtype)
@@ -201,7 +214,7 @@ class PinnedBuffer:
                 f"cudaHostRegister of {self.nbytes} bytes failed with CUDA error {int(err)}; "
                 "the host may be out of lockable memory (check `ulimit -l` and free RAM)"
             )
-        self.pinned, self.method = True, "cudaHostRegister" + (" (THP)" if PIN_METHOD == "thp" else "")
+        self.pinned, self.method = True, "cudaHostRegister" + (" (THP)" if method == "thp" else "")
         _LIVE[0] += self.nbytes
         self._finalizer = weakref.finalize(self, _unregister, ptr, self._storage, self.nbytes)
 

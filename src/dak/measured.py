@@ -156,6 +156,15 @@ def active_profile():
     if not path:
         return None
     if path not in _ACTIVE:
-        from .hardware import HardwareProfile
-        _ACTIVE[path] = HardwareProfile.from_json(path)
+        _ACTIVE[path] = read_profile(path)
     return _ACTIVE[path]
+
+
+def read_profile(path: str):
+    """The profile $DAK_PROFILE names, or a ValueError that names the variable."""
+    from .hardware import HardwareProfile
+    try:
+        return HardwareProfile.from_json(path)
+    except (OSError, ValueError, TypeError, KeyError) as e:
+        raise ValueError(f"DAK_PROFILE={path!r}: {e} (it must name a profile .json that `dak calibrate` or "
+                         f"`dak hardware NAME --save` wrote; unset it to start from the heuristic)") from None

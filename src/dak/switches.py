@@ -163,6 +163,12 @@ def check_environment(environ=None) -> tuple[list[str], list[str]]:
         why = bad_value(switch, environ[name])
         if why:
             errors.append(f"{name}={environ[name]!r}: {why} ({switch.what}; unset: {switch.default})")
+    if environ.get("DAK_PROFILE"):  # read lazily by the tuner (after pinning): check it before anything is built
+        from .measured import read_profile
+        try:
+            read_profile(environ["DAK_PROFILE"])
+        except ValueError as e:
+            errors.append(str(e))
     if environ.get("DAK_GEMV_SILU") == "1" and environ.get("DAK_HBM_GEMV") == "0":  # as shares.gemv_silu_enabled
         errors.append("DAK_GEMV_SILU=1 fuses SiLU * up into dak's GEMV, which DAK_HBM_GEMV=0 turns off: "
                       "unset one of them")

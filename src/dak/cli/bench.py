@@ -92,17 +92,9 @@ def config_from(args):
 
 
 def replot(paths: str, out: str | None, png: str | None) -> int:
-    import json
-
     from ..bench.e2e_report import render_summary, summarize
     from ..bench.meta import write_json
-    payloads = []
-    for path in _list(paths):
-        try:
-            with open(path) as fh:
-                payloads.append(json.load(fh))
-        except (OSError, ValueError) as e:
-            raise ValueError(f"cannot read result JSON {path!r}: {e}") from None
+    payloads = [read_result(path) for path in _list(paths)]
     payload = dict(payloads[0], rows=merge_rows(payloads))
     if len(payloads) > 1:
         payload["merged_from"] = [m for p in payloads for m in p.get("merged_from", [p["meta"]])]  # a merged input keeps its runs
@@ -117,11 +109,28 @@ def replot(paths: str, out: str | None, png: str | None) -> int:
     return 0
 
 
+def read_result(path: str) -> dict:
+    """A `dak bench e2e` result JSON, or a ValueError saying why `path` is not one."""
+    import json
+    try:
+        with open(path) as fh:
+            payload = json.load(fh)
+    except (OSError, ValueError) as e:
+        raise ValueError(f"cannot read result JSON {path!r}: {e}") from None
+    if (not isinstance(payload, dict) or not isinstance(payload.get("rows"), list)
+            or not isinstance(payload.get("meta"), dict)):
+        raise ValueError(f"{path} is not a `dak bench e2e` result (it needs a 'rows' list and a 'meta' object): "
+                         f"pass the JSON that `dak bench e2e --out` wrote")
+    return payload
+
+
 def run_e2e(args) -> int:
     from ..bench.e2e_cases import describe, plan_cases
     if args.replot:
         return replot(args.replot, args.out, args.plot)
     cfg = config_from(args)
+    if cfg.append and os.path.exists(cfg.out):
+        read_result(cfg.out)  # before any case runs
     print(describe(plan_cases(cfg), cfg), flush=True)
     if args.dry_run:
         return 0

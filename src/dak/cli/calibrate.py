@@ -44,11 +44,15 @@ def run(args) -> int:
         print(text)
         return 0 if worst < 0.05 else 1
     if args.rebase:
+        check_writable(args.out)
         prof = get_profile(args.rebase)
         prof = _with_base(prof, args.base, prof.meta.get("gpu", ""))
         prof.to_json(args.out)
         print(f"wrote {args.out}: {args.rebase} with {prof.meta.get('inherited') or 'nothing inherited'}")
         return 0
+    check_writable(args.out)  # before minutes of measuring: a bad --out or --base would throw them away
+    if args.base not in ("auto", "none"):
+        get_profile(args.base)
     workload = workload_from(args)
     spec = load_spec(args.model)
     plan = make_plan(spec, workload, quick=args.quick, tune=not args.no_tune, tile_rows=args.tile_rows,
@@ -70,6 +74,18 @@ def run(args) -> int:
     print(summary(profile, details))
     print(f"wrote {args.out}: plan with `dak plan --hardware {args.out} --model {args.model} ...`")
     return 1 if details["failures"] else 0
+
+
+def check_writable(path: str) -> None:
+    """A ValueError unless a file can be written at `path` (its folder exists and is writable)."""
+    import os
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise ValueError(f"--out {path} is a directory: give a file name, e.g. {os.path.join(path, 'profile.json')}")
+    if not os.path.isdir(folder):
+        raise ValueError(f"cannot write --out {path}: folder {folder} does not exist (create it first)")
+    if not os.access(folder, os.W_OK):
+        raise ValueError(f"cannot write --out {path}: folder {folder} is not writable")
 
 
 def _with_base(profile, base: str, gpu: str):

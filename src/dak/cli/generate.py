@@ -105,6 +105,8 @@ def run(args) -> int:
     batch, plen, glen = (_int(name, text, minimum=1) for name, text in
                          (("--batch", args.batch), ("--prompt-len", args.prompt_len), ("--gen-len", args.gen_len)))
     seed = _int("--seed", args.seed)
+    if not 0 <= seed < 2**63:
+        raise ValueError(f"--seed must be an integer in [0, 2**63), got {seed}")
     penalty = {} if args.repetition_penalty is None else {"repetition_penalty": _penalty(args.repetition_penalty)}
     if args.hbm_budget is not None and args.host_ratio is not None:
         raise ValueError("give --hbm-budget or --host-ratio, not both (a host ratio x sets the budget that leaves "
@@ -182,29 +184,40 @@ def run_baseline(args, model_name: str) -> int:
     if given:
         raise ValueError(f"--baseline runs its own placement, CUDA-graphed as in `dak bench e2e`: drop {', '.join(given)}")
     ratio = 0.0 if args.host_ratio is None else parse_ratio(args.host_ratio)
+    if args.baseline == "all-hbm" and ratio > 0:
+        raise ValueError("--baseline all-hbm keeps every weight in HBM: drop --host-ratio (or pick prefetch, uva "
+                         "or accelerate, which offload that share)")
     with tempfile.TemporaryDirectory() as tmp:
         cfg = E2EConfig(models=(model_name,), batches=(_int("--batch", args.batch),),
                         prompt_len=_int("--prompt-len", args.prompt_len), gen_len=_int("--gen-len", args.gen_len),
                         ratios=(ratio,), systems=(args.baseline,), hardware=args.hardware, dtype=args.dtype,
                         seed=_int("--seed", args.seed), repeats=1, tune=args.tune,
                         fuse_projections=args.fuse_projections, out=f"{tmp}/baseline.json")
-        run_e2e(cfg)
+        payload = run_e2e(cfg, log=lambda line: None if line.startswith(f"wrote {tmp}") else print(line, flush=True))
+    bad = [r for r in payload["rows"] if r["status"] != "ok"]
+    if bad:  # skipped (infeasible), unavailable (a missing package) or failed: say so, exit non-zero
+        print(f"dak: error: --baseline {args.baseline} did not run ({bad[0]['status']}): {bad[0].get('note') or ''}",
+              file=sys.stderr)
+        return 1
     return 0
 
 
 def figures(pl, res, batch: int, graphs: bool) -> dict:
-    """What `dak generate` reports (seconds, bytes, bytes/s), as `--json` prints it."""
+    """What `dak generate` reports (seconds, bytes, bytes/s), as `--json` prints it; the per-step
+    figures are None when no decode step ran (one new token: the prefill makes it)."""
     weights = sum(o.traffic for o in pl.ops if o.kind != "attention")
-    tpot = res.tpot_s
+    tpot = res.tpot_s if res.steps and res.tpot_s else None
+
+    def per_step(value):
+        return None if tpot is None else value / tpot
     return {"policy": pl.policy, "profile": pl.profile, "host_bytes": pl.host_bytes, "hbm_bytes": pl.hbm_bytes,
             "offload_ratio": pl.offload_ratio, "split_operators": sum(1 for o in pl.ops if o.host_bytes),
             "operators": len(pl.ops), "ttft_s": res.ttft_s, "tpot_s": tpot, "steps": res.steps, "graphs": graphs,
-            "tokens_per_s": batch / tpot if tpot else 0.0,
-            "effective_bandwidth": weights / tpot if tpot else 0.0,
-            "effective_bandwidth_with_kv": pl.total_traffic / tpot if tpot else 0.0,
+            "tokens_per_s": per_step(batch), "effective_bandwidth": per_step(weights),
+            "effective_bandwidth_with_kv": per_step(pl.total_traffic),
             "predicted_tpot_s": pl.predicted_s, "predicted_operators_s": pl.step_time_s,
             "predicted_overhead_s": pl.overhead_s,
-            "measured_over_predicted": tpot / pl.predicted_s if pl.predicted_s else 0.0}
+            "measured_over_predicted": tpot / pl.predicted_s if tpot is not None and pl.predicted_s else None}
 
 
 def report(pl, res, batch: int, graphs: bool) -> str:
@@ -212,15 +225,20 @@ def report(pl, res, batch: int, graphs: bool) -> str:
     lines = [
         f"placement: {pl.policy} on {pl.profile}: host {format_bytes(pl.host_bytes)} "
         f"({100 * pl.offload_ratio:.1f}% of operator bytes), HBM {format_bytes(pl.hbm_bytes)}, "
-        f"{f['split_operators']} of {f['operators']} operators split",
-        f"TTFT {format_time(res.ttft_s)}   TPOT {format_time(res.tpot_s)} "
-        f"({'CUDA graph' if graphs else 'eager'}, {res.steps} steps)   {f['tokens_per_s']:.1f} tokens/s",
-        f"effective bandwidth {format_bandwidth(f['effective_bandwidth'])} (weights / TPOT), "
-        f"{format_bandwidth(f['effective_bandwidth_with_kv'])} with KV",
-        f"predicted TPOT {format_time(pl.predicted_s)} (planner: operators {format_time(pl.step_time_s)} + small "
-        f"kernels and split-operator overheads {format_time(pl.overhead_s)}), measured/predicted "
-        f"{f['measured_over_predicted']:.2f}",
-    ]
+        f"{f['split_operators']} of {f['operators']} operators split"]
+    if f["tpot_s"] is None:
+        lines.append(f"TTFT {format_time(res.ttft_s)}   TPOT n/a: no decode step ran (the prefill makes the one new "
+                     f"token; use --gen-len 2 or more to time decoding)")
+    else:
+        lines += [
+            f"TTFT {format_time(res.ttft_s)}   TPOT {format_time(f['tpot_s'])} "
+            f"({'CUDA graph' if graphs else 'eager'}, {res.steps} steps)   {f['tokens_per_s']:.1f} tokens/s",
+            f"effective bandwidth {format_bandwidth(f['effective_bandwidth'])} (weights / TPOT), "
+            f"{format_bandwidth(f['effective_bandwidth_with_kv'])} with KV"]
+    lines.append(f"predicted TPOT {format_time(pl.predicted_s)} (planner: operators {format_time(pl.step_time_s)} + "
+                 f"small kernels and split-operator overheads {format_time(pl.overhead_s)})"
+                 + ("" if f["measured_over_predicted"] is None else
+                    f", measured/predicted {f['measured_over_predicted']:.2f}"))
     return "\n".join(lines)
 
 

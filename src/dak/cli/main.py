@@ -2,7 +2,8 @@
 
 Each subcommand module provides ``add_parser(subparsers)`` (which sets
 ``func=run`` on its parser) and ``run(args) -> int``.  Any ``ValueError``
-raised from bad input becomes ``dak: error: ...`` on stderr with exit code 2, and so does a $DAK_*
+raised from bad input (or ``OSError`` from a path it cannot read or write) becomes ``dak: error: ...`` on
+stderr with exit code 2, and so does a $DAK_*
 switch set to a value it does not accept (dak.switches; a name dak does not read is a warning).
 """
 
@@ -44,6 +45,9 @@ def main(argv: list[str] | None = None) -> int:
         import os
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except OSError as e:  # a file to read or write: a missing folder, a directory given as a file, ...
+        print(f"dak: error: {e} (check the path)", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -78,12 +78,23 @@ def ratio_budget(spec: ModelSpec, workload: Workload, x, profile: HardwareProfil
     op_bytes = sum(op.bytes for op in list_operators(spec, workload))
     total = op_bytes + minimum_hbm_set(spec, workload, reserve).total
     budget = int(total - float(x) * op_bytes)
+    if strict and total - profile.hbm_capacity > profile.host_ram:
+        raise ValueError(f"no host_ratio fits: {_fit_advice(total, profile)}")
     if strict and budget > profile.hbm_capacity:
         least = math.ceil(1e4 * (total - profile.hbm_capacity) / op_bytes) / 1e4
         raise ValueError(f"host_ratio {float(x):g} leaves {format_bytes(budget)} in HBM, more than "
                          f"{profile.name}'s capacity {format_bytes(profile.hbm_capacity)}: raise host_ratio to at "
                          f"least {least:g}, or give an HBM budget instead")
     return max(1, min(profile.hbm_capacity, budget))
+
+
+def _fit_advice(total: int, profile: HardwareProfile) -> str:
+    """What to change when the host must hold more than host_ram."""
+    if total > profile.hbm_capacity + profile.host_ram:
+        return (f"the workload needs {format_bytes(total)} (operators and KV cache plus the minimum HBM set), more "
+                f"than HBM ({format_bytes(profile.hbm_capacity)}) and host_ram together: reduce the batch or the "
+                f"prompt/generation lengths")
+    return "raise the HBM budget (--hbm-budget / hbm_budget), or lower --host-ratio / host_ratio"
 
 
 def _op_placement(op, k: int, time_s: float) -> OpPlacement:
@@ -139,6 +150,12 @@ def plan(spec: ModelSpec, workload: Workload, profile: HardwareProfile, hbm_budg
     if not fused and policy != "prefetch":  # members then run alone: their own shapes' curves
         profile = profile.without_fused_curves()
     mins = minimum_hbm_set(spec, workload, reserve)
+    if mins.total > profile.hbm_capacity:  # no budget can help: say what does
+        raise ValueError(
+            f"the minimum HBM-resident set {format_bytes(mins.total)} (norms {format_bytes(mins.small_params)}, "
+            f"activation workspace {format_bytes(mins.workspace)}, runtime reserve {format_bytes(mins.reserve)}) "
+            f"exceeds {profile.name}'s HBM capacity {format_bytes(profile.hbm_capacity)}: reduce the batch or "
+            f"the prompt/generation lengths" + (", or the reserve" if mins.reserve > mins.total / 2 else ""))
     if budget < mins.total:
         raise ValueError(
             f"HBM budget {format_bytes(budget)} is below the minimum HBM-resident set "
@@ -150,8 +167,7 @@ def plan(spec: ModelSpec, workload: Workload, profile: HardwareProfile, hbm_budg
     R = max(0, total - budget)
     if R > profile.host_ram:
         raise ValueError(f"the plan needs {format_bytes(R)} of pinned host memory but {profile.name} has "
-                         f"host_ram {format_bytes(profile.host_ram)}; raise --hbm-budget or reduce "
-                         f"--batch/--prompt-len/--gen-len")
+                         f"host_ram {format_bytes(profile.host_ram)}; " + _fit_advice(total, profile))
     common = dict(model=spec.name, profile=profile.name, workload=workload, hbm_budget=budget,
                   min_hbm_bytes=mins.total, required_host_bytes=R, total_bytes=total,
                   total_traffic=float(sum(op.traffic for op in ops)), fits=R == 0,

@@ -13,6 +13,7 @@ CUDA graph (`dak.runtime.engine`). The returned model carries `dak_placement`, `
 
 from __future__ import annotations
 
+import numbers
 import os
 import types
 import warnings
@@ -138,9 +139,13 @@ def offload(model: str | nn.Module, *, hbm_budget=None, hardware: str | Hardware
     kv_bucket_caps(1, kv_buckets)  # a bad value fails with its own message, before anything is allocated
     w = workload_for(batch, max_len, prompt_len, gen_len, dtype, kv_buckets)
     for flag, value in (("kv_ahead", kv_ahead), ("fuse_projections", fuse_projections),
-                        ("strict_budget", strict_budget)):
+                        ("strict_budget", strict_budget), ("tune", tune)):
         if not isinstance(value, bool):
             raise ValueError(f"{flag} must be True or False, got {value!r}")
+    if graphs not in (None, True, False):
+        raise ValueError(f"graphs must be True, False or None (on when a GPU is there), got {graphs!r}")
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= seed < 2**63:
+        raise ValueError(f"seed must be an integer in [0, 2**63), got {seed!r}")
     check_head_dim(spec)
     check_window(cfg, w.prompt_len + w.gen_len, name)
     placement = placement_for(spec, w, profile, hbm_budget, policy, host_ratio, fuse_projections, strict_budget,
@@ -249,6 +254,17 @@ def _scoring_forward(hf_forward):
         dev = self.dak_kv.device  # CPU ids (as generate takes them) go to the model's device, as generate moves them
         args = tuple(a.to(dev) if isinstance(a, torch.Tensor) else a for a in args)
         kwargs = {k: v.to(dev) if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
+        ids = args[0] if args else kwargs.get("input_ids")
+        if ids is not None:  # HF's errors (an index assert on the GPU) do not say what is wrong
+            vocab = self.config.vocab_size
+            if not isinstance(ids, torch.Tensor) or ids.dim() != 2 or ids.shape[1] == 0 \
+                    or ids.dtype not in (torch.long, torch.int):
+                raise ValueError(f"input_ids must be a (batch, length) tensor of token ids with length >= 1, got "
+                                 f"{tuple(ids.shape) if isinstance(ids, torch.Tensor) else type(ids).__name__}"
+                                 f"{'' if not isinstance(ids, torch.Tensor) else ' ' + str(ids.dtype)}; "
+                                 "one sequence: ids[None]")
+            if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= vocab):
+                raise ValueError(f"token ids must be in [0, {vocab}) (the model's vocab_size)")
         impl = self.config._attn_implementation
         self.config._attn_implementation = "sdpa"
         try:

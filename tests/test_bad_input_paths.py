@@ -1,0 +1,131 @@
+"""Bad input found by the thirty-sixth session's audit: paths that cannot be written or are not dak results,
+baselines that do not run, a run without a decode step, seeds, scoring ids, and a bad $DAK_PIN_METHOD
+(test_host_release.py) each give a clear error (or an honest report), never a traceback (CPU)."""
+
+import json
+import os
+
+import pytest
+import torch
+
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import dak  # noqa: E402
+from dak.cli.main import main  # noqa: E402
+
+
+def _err(capsys, argv, rc=2):
+    assert main(argv) == rc
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    return err
+
+
+def test_paths_that_cannot_be_written_are_errors_before_any_work(tmp_path, capsys):
+    missing = str(tmp_path / "nodir" / "p.json")
+    assert "No such file or directory" in _err(capsys, ["hardware", "h200-pcie", "--save", missing])
+    assert "is a directory: give a file name" in _err(capsys, ["calibrate", "--rebase", "h200-pcie",
+                                                              "--out", str(tmp_path)])
+    assert f"folder {tmp_path / 'nodir'} does not exist" in _err(capsys, ["calibrate", "--model", "tiny-llama",
+                                                                          "--out", missing])
+    # --base is resolved before measuring (before the GPU check, too: on the CPU this names the base)
+    assert "unknown hardware 'bogus'" in _err(capsys, ["calibrate", "--model", "tiny-llama", "--base", "bogus",
+                                                       "--out", str(tmp_path / "p.json")])
+    assert not os.listdir(tmp_path)
+
+
+@pytest.mark.parametrize("content", ['{"a": 1}', "[1, 2]", '{"rows": [], "meta": 3}', "not json"])
+def test_a_json_that_is_not_a_bench_result_is_refused(tmp_path, capsys, content):
+    path = tmp_path / "x.json"
+    path.write_text(content)
+    want = "cannot read result JSON" if content == "not json" else "is not a `dak bench e2e` result"
+    assert want in _err(capsys, ["bench", "e2e", "--replot", str(path)])
+    err = _err(capsys, ["bench", "e2e", "--models", "tiny-llama", "--out", str(path), "--append", "--dry-run"])
+    assert want in err and path.read_text() == content
+
+
+def test_a_baseline_that_cannot_run_exits_non_zero_with_its_reason(capsys):
+    wl = ["generate", "--model", "tiny-llama", "--batch", "2", "--prompt-len", "4", "--gen-len", "3"]
+    err = _err(capsys, wl + ["--baseline", "prefetch", "--host-ratio", "50%"], rc=1)
+    assert "--baseline prefetch did not run (skipped): prefetch infeasible" in err
+    assert "wrote /" not in capsys.readouterr().out  # no temporary path that is gone already
+    assert "keeps every weight in HBM: drop --host-ratio" in _err(capsys, wl + ["--baseline", "all-hbm",
+                                                                            "--host-ratio", "10%"])
+
+
+def test_one_new_token_reports_no_tpot_instead_of_zeros(capsys):
+    wl = ["generate", "--model", "tiny-llama", "--batch", "1", "--prompt-len", "2", "--gen-len", "1"]
+    assert main(wl) == 0
+    out = capsys.readouterr().out
+    assert "TPOT n/a: no decode step ran" in out and "0.0 tokens/s" not in out
+    assert main(wl + ["--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["steps"] == 0 and got["ttft_s"] > 0
+    assert got["tpot_s"] is None and got["tokens_per_s"] is None and got["measured_over_predicted"] is None
+
+
+@pytest.mark.parametrize("seed", ["x", None, 2**70, -1, 1.5, True])
+def test_offload_refuses_a_bad_seed_before_building(seed):
+    before = dak.host.pinned_bytes()
+    with pytest.raises(ValueError, match=r"seed must be an integer in \[0, 2\*\*63\)"):
+        dak.offload("tiny-llama", batch=1, max_len=8, seed=seed)
+    assert dak.host.pinned_bytes() == before
+
+
+@pytest.mark.parametrize("flag, value", [("graphs", "no"), ("tune", "x")])
+def test_offload_refuses_non_bool_switches(flag, value):
+    with pytest.raises(ValueError, match=f"{flag} must be True"):
+        dak.offload("tiny-llama", batch=1, max_len=8, **{flag: value})
+
+
+def test_cli_refuses_a_seed_out_of_range(capsys):
+    for seed in ("1000000000000000000000000", "-1"):
+        assert "--seed must be an integer in [0, 2**63)" in _err(capsys, ["generate", "--model", "tiny-llama",
+                                                                         "--gen-len", "2", "--seed", seed])
+
+
+def test_scoring_forward_refuses_bad_ids_with_a_message():
+    model = dak.offload("tiny-llama", batch=2, max_len=8, graphs=False, progress=False)
+    try:
+        vocab = model.config.vocab_size
+        ok = torch.randint(0, vocab, (2, 5))
+        ref = model(ok, use_cache=False).logits.float()
+        assert ref.shape == (2, 5, vocab) and torch.isfinite(ref).all()
+        for ids, msg in ((torch.full((2, 5), vocab), r"token ids must be in \[0, "),
+                         (torch.full((2, 5), -1), r"token ids must be in \[0, "),
+                         (ok[0], "must be a \\(batch, length\\) tensor"),
+                         (ok[:, :0], "length >= 1"),
+                         (ok.float(), "must be a \\(batch, length\\) tensor")):
+            with pytest.raises(ValueError, match=msg):
+                model(ids, use_cache=False)
+            with pytest.raises(ValueError, match=msg):
+                model(input_ids=ids, use_cache=False)
+        assert torch.equal(model(ok, use_cache=False).logits.float(), ref)  # still works after the refusals
+    finally:
+        model.dak_free()
+
+
+@pytest.mark.parametrize("argv, msg", [
+    (["--batch", "20000", "--prompt-len", "8", "--host-ratio", "50%"], "no host_ratio fits: the workload needs"),
+    (["--batch", "20000", "--prompt-len", "8", "--hbm-budget", "100GiB"], "more than HBM (140.40 GiB) and host_ram"),
+    (["--batch", "100000000", "--prompt-len", "8"], "exceeds h200-pcie's HBM capacity 140.40 GiB: reduce the batch"),
+    (["--reserve", "200GiB"], "reduce the batch or the prompt/generation lengths, or the reserve"),
+])
+def test_plans_that_no_budget_can_hold_say_what_to_reduce(capsys, argv, msg):
+    """Not "raise --hbm-budget" (which --host-ratio excludes, or beyond the GPU's capacity)."""
+    err = _err(capsys, ["plan", "--model", "llama-2-7b", "--hardware", "h200-pcie"] + argv)
+    assert msg in err and "raise --hbm-budget to" not in err and "raise host_ratio" not in err
+
+
+@pytest.mark.parametrize("content", [None, '{"x":', '{"name": 3}'])
+def test_a_bad_dak_profile_is_refused_up_front_naming_the_variable(tmp_path, monkeypatch, capsys, content):
+    path = tmp_path / "p.json"
+    if content is not None:
+        path.write_text(content)
+    monkeypatch.setenv("DAK_PROFILE", str(path))
+    assert f"DAK_PROFILE='{path}'" in _err(capsys, ["plan", "--model", "tiny-llama"])
+    before = dak.host.pinned_bytes()
+    with pytest.raises(ValueError, match="DAK_PROFILE="):
+        dak.offload("tiny-llama", batch=1, max_len=8)
+    assert dak.host.pinned_bytes() == before
