@@ -129,3 +129,13 @@ def test_a_bad_dak_profile_is_refused_up_front_naming_the_variable(tmp_path, mon
     with pytest.raises(ValueError, match="DAK_PROFILE="):
         dak.offload("tiny-llama", batch=1, max_len=8)
     assert dak.host.pinned_bytes() == before
+
+
+@pytest.mark.parametrize("kw, msg", [(dict(host_ratio=True), "host_ratio must be a fraction"),
+                                     (dict(host_ratio=0.5, row_tile=1.5), "row_tile must be an integer"),
+                                     (dict(host_ratio=0.5, row_tile="64"), "row_tile must be an integer")])
+def test_split_linear_refuses_bools_and_non_integer_tiles(kw, msg):
+    from dak.nn import SplitLinear
+    lin = torch.nn.Linear(32, 96, bias=False, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match=msg):
+        SplitLinear.from_linear(lin, **kw)

@@ -15,6 +15,7 @@ only launches: an unprepared token bucket there is an error, never a silent tune
 from __future__ import annotations
 
 import math
+import numbers
 
 import torch
 from torch import nn
@@ -32,10 +33,11 @@ def host_rows_for(out_features: int, row_tile: int, host_ratio: float | None = N
     """Host row count: the request rounded up to whole `row_tile`s, capped at out_features."""
     if (host_ratio is None) == (host_rows is None):
         raise ValueError("give exactly one of host_ratio (a fraction in [0, 1]) or host_rows")
-    if row_tile < 1:
-        raise ValueError(f"row_tile must be >= 1, got {row_tile}")
+    if isinstance(row_tile, bool) or not isinstance(row_tile, numbers.Integral) or row_tile < 1:
+        raise ValueError(f"row_tile must be an integer >= 1, got {row_tile!r}")
     if host_ratio is not None:
-        if not isinstance(host_ratio, (int, float)) or not 0.0 <= float(host_ratio) <= 1.0 \
+        if isinstance(host_ratio, bool) or not isinstance(host_ratio, numbers.Real) \
+                or not 0.0 <= float(host_ratio) <= 1.0 \
                 or math.isnan(float(host_ratio)):
             raise ValueError(f"host_ratio must be a fraction in [0, 1], got {host_ratio!r}")
         want = float(host_ratio) * out_features
