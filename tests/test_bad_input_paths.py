@@ -139,3 +139,10 @@ def test_split_linear_refuses_bools_and_non_integer_tiles(kw, msg):
     lin = torch.nn.Linear(32, 96, bias=False, dtype=torch.bfloat16)
     with pytest.raises(ValueError, match=msg):
         SplitLinear.from_linear(lin, **kw)
+
+
+def test_prompt_with_a_folder_without_tokenizer_files_says_so(tmp_path, capsys):
+    from dak.models.configs import BUILTIN_CONFIGS
+    (tmp_path / "config.json").write_text(json.dumps(BUILTIN_CONFIGS["tiny-llama"]))
+    err = _err(capsys, ["generate", "--model", str(tmp_path), "--prompt", "hello", "--gen-len", "2"])
+    assert f"{tmp_path} has no tokenizer files (tokenizer.json" in err and "sentencepiece" not in err

@@ -263,6 +263,10 @@ def _streamer(model_name: str):
 def _tokenizer(model_name: str):
     if not os.path.isdir(model_name):
         raise ValueError("--prompt needs a local checkpoint folder with a tokenizer; built-in names have none")
+    names = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json", "vocab.json", "tiktoken.model")
+    if not any(os.path.exists(os.path.join(model_name, n)) for n in names):
+        raise ValueError(f"--prompt needs a tokenizer, and {model_name} has no tokenizer files ({', '.join(names[:3])}, "
+                         f"...): copy the checkpoint's tokenizer files into it, or drop --prompt for random ids")
     from transformers import AutoTokenizer
     try:
         return AutoTokenizer.from_pretrained(model_name, local_files_only=True)
