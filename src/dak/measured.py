@@ -155,16 +155,18 @@ def active_profile():
     path = os.environ.get("DAK_PROFILE")
     if not path:
         return None
-    if path not in _ACTIVE:
-        _ACTIVE[path] = read_profile(path)
-    return _ACTIVE[path]
+    return read_profile(path)
 
 
 def read_profile(path: str):
-    """The profile $DAK_PROFILE names, or a ValueError that names the variable."""
+    """The profile $DAK_PROFILE names (loaded once per path: dak.switches checks it before anything
+    is built, the tuner reads it later), or a ValueError that names the variable."""
     from .hardware import HardwareProfile
+    if path in _ACTIVE:
+        return _ACTIVE[path]
     try:
-        return HardwareProfile.from_json(path)
+        _ACTIVE[path] = HardwareProfile.from_json(path)
+        return _ACTIVE[path]
     except (OSError, ValueError, TypeError, KeyError) as e:
         raise ValueError(f"DAK_PROFILE={path!r}: {e} (it must name a profile .json that `dak calibrate` or "
                          f"`dak hardware NAME --save` wrote; unset it to start from the heuristic)") from None

@@ -33,6 +33,7 @@ from dak.runtime.memory import (check_memory, kv_host_bytes_for, kv_staging_byte
                                 staging_beyond, staging_bytes_for, within_budget)
 from dak.runtime_env import kernel_device
 from dak.runtime.generate import generate as _generate
+from dak.runtime.prompts import check_ids
 from dak.runtime.generation_config import read_generation_config, warn_ignored
 from dak.switches import check_environment
 from dak.units import parse_ratio, parse_size
@@ -255,16 +256,8 @@ def _scoring_forward(hf_forward):
         args = tuple(a.to(dev) if isinstance(a, torch.Tensor) else a for a in args)
         kwargs = {k: v.to(dev) if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
         ids = args[0] if args else kwargs.get("input_ids")
-        if ids is not None:  # HF's errors (an index assert on the GPU) do not say what is wrong
-            vocab = self.config.vocab_size
-            if not isinstance(ids, torch.Tensor) or ids.dim() != 2 or ids.shape[1] == 0 \
-                    or ids.dtype not in (torch.long, torch.int):
-                raise ValueError(f"input_ids must be a (batch, length) tensor of token ids with length >= 1, got "
-                                 f"{tuple(ids.shape) if isinstance(ids, torch.Tensor) else type(ids).__name__}"
-                                 f"{'' if not isinstance(ids, torch.Tensor) else ' ' + str(ids.dtype)}; "
-                                 "one sequence: ids[None]")
-            if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= vocab):
-                raise ValueError(f"token ids must be in [0, {vocab}) (the model's vocab_size)")
+        if ids is not None:
+            check_ids(ids, self.config.vocab_size)
         impl = self.config._attn_implementation
         self.config._attn_implementation = "sdpa"
         try:

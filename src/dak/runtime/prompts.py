@@ -48,12 +48,22 @@ def prompts_from_mask(input_ids: torch.Tensor, attention_mask, prompt_lengths) -
     return ids.masked_fill(~right.to(ids.device), 0), n  # pads are never read: any id will do there
 
 
+def check_ids(ids, vocab: int, length: str = "length") -> None:
+    """A ValueError unless `ids` is a (batch, length >= 1) integer tensor of ids in [0, vocab) (generate
+    and the scoring forward: HF's own errors, an index assert on the GPU, do not say what is wrong)."""
+    if not isinstance(ids, torch.Tensor) or ids.dim() != 2 or ids.dtype not in (torch.long, torch.int) \
+            or ids.shape[1] == 0:
+        got = f"{tuple(ids.shape)} {ids.dtype}" if isinstance(ids, torch.Tensor) else type(ids).__name__
+        raise ValueError(f"input_ids must be a (batch, {length}) tensor of integer token ids with {length} >= 1, "
+                         f"got {got}; one sequence: ids[None]")
+    if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= vocab):
+        raise ValueError(f"token ids must be in [0, {vocab}) (the model's vocab_size)")
+
+
 def check_prompts(ids, max_new_tokens, prompt_lengths, batch: int, max_len: int, vocab: int):
     """Check (B, L) prompt ids against the offloaded batch, cache and vocabulary; returns (ids,
     int32 prompt lengths, B), both padded to `batch` rows with copies of the first prompt."""
-    if not isinstance(ids, torch.Tensor) or ids.dim() != 2 or ids.dtype not in (torch.long, torch.int) \
-            or ids.shape[1] == 0:
-        raise ValueError("input_ids must be a (batch, prompt_len) integer tensor with prompt_len >= 1")
+    check_ids(ids, vocab, "prompt_len")
     b, n = ids.shape
     if not 0 < b <= batch:
         raise ValueError(f"got {b} prompts; this model was offloaded for batch {batch} "
@@ -67,8 +77,6 @@ def check_prompts(ids, max_new_tokens, prompt_lengths, batch: int, max_len: int,
         torch.as_tensor(prompt_lengths, dtype=torch.int32).flatten().cpu()
     if plen.shape != (b,) or int(plen.min()) < 1 or int(plen.max()) > n:
         raise ValueError(f"prompt_lengths must be {b} values in [1, {n}]")
-    if int(ids.min()) < 0 or int(ids.max()) >= vocab:
-        raise ValueError(f"token ids must be in [0, {vocab})")
     if b < batch:  # pad the static batch with copies of the first prompt
         ids = torch.cat([ids, ids[:1].expand(batch - b, n)])
         plen = torch.cat([plen, plen[:1].expand(batch - b)])
