@@ -10,6 +10,13 @@ if not torch.cuda.is_available():
     # Must happen before any test module imports triton-backed dak code.
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
+    # The interpreted kernels are Python-bound: `pytest -n auto` (the README's command) runs a worker per
+    # core, and the thread pools of torch, OpenMP and BLAS in every worker would only contend for the
+    # cores. Workers inherit this process's environment.
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(var, "1")
+    torch.set_num_threads(1)
+
 
 def _has_cuda() -> bool:
     return torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET", "0") in ("", "0")

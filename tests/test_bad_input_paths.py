@@ -146,3 +146,35 @@ def test_prompt_with_a_folder_without_tokenizer_files_says_so(tmp_path, capsys):
     (tmp_path / "config.json").write_text(json.dumps(BUILTIN_CONFIGS["tiny-llama"]))
     err = _err(capsys, ["generate", "--model", str(tmp_path), "--prompt", "hello", "--gen-len", "2"])
     assert f"{tmp_path} has no tokenizer files (tokenizer.json" in err and "sentencepiece" not in err
+
+
+def test_position_limits_hold_in_plan_offload_and_the_cpu_stand_in(capsys):
+    """A sliding window the run outgrows and learned positions past their table are errors in `dak plan` as in
+    dak.offload (plan accepted them); a rotary model past its trained positions is warned about everywhere; the
+    CPU stand-in of `dak generate` checks the requested model's limits, not the stand-in's."""
+    assert "sliding window of 4096 tokens" in _err(capsys, ["plan", "--model", "mistral-7b", "--prompt-len", "4000",
+                                                            "--gen-len", "97"])
+    assert main(["plan", "--model", "mistral-7b", "--prompt-len", "4000", "--gen-len", "96"]) == 0  # at the window
+    assert "opt-6.7b's max_position_embeddings 2048" in _err(capsys, ["plan", "--model", "opt-6.7b",
+                                                                      "--prompt-len", "2000", "--gen-len", "49"])
+    capsys.readouterr()
+    assert main(["plan", "--model", "llama-2-7b", "--prompt-len", "4000", "--gen-len", "97"]) == 0
+    assert "trained for 4096 positions and this run reaches 4097" in capsys.readouterr().err
+    assert main(["plan", "--model", "llama-2-7b", "--prompt-len", "4000", "--gen-len", "96"]) == 0
+    assert "warning" not in capsys.readouterr().err
+    if not torch.cuda.is_available():  # generate runs tiny-llama for opt-6.7b here: opt-6.7b's table still holds
+        assert "opt-6.7b's max_position_embeddings 2048" in _err(
+            capsys, ["generate", "--model", "opt-6.7b", "--prompt-len", "2040", "--gen-len", "9"])
+    before = dak.host.pinned_bytes()
+    with pytest.raises(ValueError, match="sliding window of 256 tokens"):
+        dak.offload("tiny-mistral", batch=1, prompt_len=250, gen_len=7)
+    with pytest.raises(ValueError, match="tiny-opt's max_position_embeddings 256"):
+        dak.offload("tiny-opt", batch=1, prompt_len=250, gen_len=7)
+    assert dak.host.pinned_bytes() == before
+    with pytest.warns(UserWarning, match="tiny-llama was trained for 512 positions and this run reaches 513"):
+        dak.offload("tiny-llama", batch=1, prompt_len=500, gen_len=13, tune=False).dak_free()
+
+
+def test_plan_refuses_strict_budget_for_a_prefill_plan(capsys):
+    assert "drop --strict-budget or use --phase decode" in _err(
+        capsys, ["plan", "--model", "llama-2-7b", "--phase", "prefill", "--strict-budget"])

@@ -92,7 +92,7 @@ def test_infeasible_streamed_plan_is_refused_before_allocating():
 def test_a_sliding_window_shorter_than_the_cache_is_refused():
     """tiny-mistral attends through a 256-token window; dak's attention is full: up to the window
     they agree, beyond it dak refuses (Qwen2 only when its config turns the window on)."""
-    from dak.runtime.offload import check_window
+    from dak.models.spec import check_window
     before = pinned_bytes()
     with pytest.raises(ValueError, match="sliding window of 256 tokens.*max_len 257 must be <= 256"):
         dak.offload("tiny-mistral", batch=1, max_len=257)

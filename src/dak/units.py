@@ -34,7 +34,10 @@ def parse_size(text: str | int | float) -> int:
     if isinstance(text, (int, float)):
         if not math.isfinite(text) or text < 0:
             raise ValueError(f"cannot parse size {text!r}: must be a non-negative number of bytes")
-        return int(round(text))
+        if text != int(text):
+            raise ValueError(f"cannot parse size {text!r}: a number is a count of bytes and must be whole "
+                             f"(for {text} GiB give the string '{text}GiB')")
+        return int(text)
     m = _SIZE_RE.match(str(text))
     if not m or m.group(2).upper() not in _UNITS:
         raise ValueError(f"cannot parse size {text!r}: {_SIZE_HELP}")

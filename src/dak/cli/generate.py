@@ -116,6 +116,12 @@ def run(args) -> int:
         raise ValueError("--stream prints one prompt's text as it comes: give exactly one --prompt")
     ids, lengths = _prompt_ids(args.prompt, model_name, batch, plen, seed)
     plen = ids.shape[1]
+    if model_name != args.model:  # the CPU stand-in runs these lengths for the requested model: its limits hold
+        from ..models.spec import ModelSpec, check_positions, load_config
+        shown, cfg = load_config(args.model)
+        note = check_positions(cfg, ModelSpec.from_config(cfg, name=shown), plen + glen)
+        if note:
+            say(f"warning: {note}")
     stop = {"eos_token_id": None}  # a fixed number of steps, unless --stop-at-eos
     if args.stop_at_eos:  # generate then takes eos/pad from the model's generation config, checked here first
         from ..models.spec import load_config

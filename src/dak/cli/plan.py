@@ -8,7 +8,8 @@ from collections import OrderedDict
 
 from ..defaults import DEFAULT_KV_BUCKETS, DEFAULT_POLICY
 from ..hardware_auto import hardware_profile
-from ..models import Workload, load_spec
+from ..models import Workload
+from ..models.spec import ModelSpec, check_positions, load_config
 from ..models.ops import DEFAULT_RESERVE
 from ..planner import COST_MODELS, POLICIES, plan_all, ratio_budget
 from ..units import format_bandwidth, format_bytes, format_time, parse_ratio, parse_size
@@ -70,7 +71,14 @@ def run(args) -> int:
     if args.policy not in POLICIES:
         raise ValueError(f"unknown policy {args.policy!r}: use one of {', '.join(POLICIES)}")
     workload = workload_from(args)
-    spec = load_spec(args.model)
+    if args.strict_budget and workload.phase != "decode":
+        raise ValueError("--strict-budget fits decode's copy-engine staging inside the budget; a prefill plan "
+                         "stages nothing beyond it: drop --strict-budget or use --phase decode")
+    name, cfg = load_config(args.model)
+    spec = ModelSpec.from_config(cfg, name=name)
+    note = check_positions(cfg, spec, workload.prompt_len + workload.gen_len)  # as dak.offload checks them
+    if note:
+        print(f"warning: {note}", file=sys.stderr)
     profile = hardware_profile(args.hardware, warn=lambda msg: print(f"warning: {msg}", file=sys.stderr))
     reserve = DEFAULT_RESERVE if args.reserve is None else parse_size(args.reserve)
     budget = None if args.hbm_budget is None else parse_size(args.hbm_budget)

@@ -143,3 +143,29 @@ def load_spec(name_or_path: str) -> ModelSpec:
     """ModelSpec from a built-in name, a config.json path or a folder containing one."""
     name, cfg = load_config(name_or_path)
     return ModelSpec.from_config(cfg, name=name)
+
+
+def check_window(cfg: dict, max_len: int, name: str) -> None:
+    """dak's attention is full causal attention: refuse a sliding window the cache can outgrow
+    (below the window both give the same result)."""
+    win = cfg.get("sliding_window")
+    active = win is not None and (cfg.get("model_type") == "mistral" or cfg.get("use_sliding_window", False)
+                                  or "sliding_attention" in (cfg.get("layer_types") or ()))
+    if active and max_len > win:
+        raise ValueError(f"{name} attends through a sliding window of {win} tokens, which dak's attention does "
+                         f"not implement: max_len {max_len} must be <= {win} (lower prompt_len/gen_len or max_len)")
+
+
+def check_positions(cfg: dict, spec: ModelSpec, max_len: int) -> str | None:
+    """Refuse a run of `max_len` positions that `cfg`'s model cannot attend exactly (a sliding
+    window it outgrows, learned positions past their table); return a warning when a rotary
+    model runs past the positions it was trained for, else None."""
+    check_window(cfg, max_len, spec.name)
+    if max_len <= spec.max_position_embeddings:
+        return None
+    if spec.learned_positions:
+        raise ValueError(f"prompt_len + gen_len = {max_len} exceeds {spec.name}'s max_position_embeddings "
+                         f"{spec.max_position_embeddings} (its learned position table): lower them")
+    return (f"{spec.name} was trained for {spec.max_position_embeddings} positions and this run reaches {max_len}: "
+            "tokens past the limit run (rotary positions extrapolate) but their quality is not what the model gives "
+            "within it; lower prompt_len + gen_len to stay inside")

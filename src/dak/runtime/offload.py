@@ -24,7 +24,7 @@ from torch import nn
 from dak.hardware import HardwareProfile
 from dak.hardware_auto import hardware_profile
 from dak.models.ops import Workload
-from dak.models.spec import ModelSpec, load_config
+from dak.models.spec import ModelSpec, check_positions, load_config
 from dak.planner import plan, ratio_budget
 from dak.defaults import DEFAULT_FUSE_PROJECTIONS, DEFAULT_KV_AHEAD, DEFAULT_KV_BUCKETS, DEFAULT_POLICY
 from dak.runtime.engine import Engine, kv_bucket_caps
@@ -148,7 +148,9 @@ def offload(model: str | nn.Module, *, hbm_budget=None, hardware: str | Hardware
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= seed < 2**63:
         raise ValueError(f"seed must be an integer in [0, 2**63), got {seed!r}")
     check_head_dim(spec)
-    check_window(cfg, w.prompt_len + w.gen_len, name)
+    note = check_positions(cfg, spec, w.prompt_len + w.gen_len)
+    if note:
+        warnings.warn(note, stacklevel=2)
     placement = placement_for(spec, w, profile, hbm_budget, policy, host_ratio, fuse_projections, strict_budget,
                               kv_ahead)
     model, kv = build_model(cfg, placement, dtype=dtype, seed=seed, tune=tune, folder=folder,
@@ -164,17 +166,6 @@ def offload(model: str | nn.Module, *, hbm_budget=None, hardware: str | Hardware
     model.generate = types.MethodType(_generate, model)
     model.dak_free = types.MethodType(_free, model)
     return model
-
-
-def check_window(cfg: dict, max_len: int, name: str) -> None:
-    """dak's attention is full causal attention: refuse a sliding window the cache can outgrow
-    (below the window both give the same result)."""
-    win = cfg.get("sliding_window")
-    active = win is not None and (cfg.get("model_type") == "mistral" or cfg.get("use_sliding_window", False)
-                                  or "sliding_attention" in (cfg.get("layer_types") or ()))
-    if active and max_len > win:
-        raise ValueError(f"{name} attends through a sliding window of {win} tokens, which dak's attention does "
-                         f"not implement: max_len {max_len} must be <= {win} (lower prompt_len/gen_len or max_len)")
 
 
 def check_head_dim(spec: ModelSpec) -> None:
