@@ -178,3 +178,19 @@ def test_position_limits_hold_in_plan_offload_and_the_cpu_stand_in(capsys):
 def test_plan_refuses_strict_budget_for_a_prefill_plan(capsys):
     assert "drop --strict-budget or use --phase decode" in _err(
         capsys, ["plan", "--model", "llama-2-7b", "--phase", "prefill", "--strict-budget"])
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the note is for the CPU interpreter")
+def test_long_runs_in_the_interpreter_are_noted_before_they_start(capsys, monkeypatch):
+    """prompt 512 + 8 new tokens took 6 minutes in the interpreter: say so before building, not after."""
+    from dak.cli.generate import SLOW_INTERPRETER_LEN
+
+    def stop(*a, **k):
+        raise ValueError("stopped before building")
+    monkeypatch.setattr(dak, "offload", stop)
+    argv = ["generate", "--model", "llama-2-7b", "--batch", "1", "--prompt-len"]
+    for gen, noted in (("1", False), ("2", True)):
+        assert main(argv + [str(SLOW_INTERPRETER_LEN - 1), "--gen-len", gen]) == 2
+        got = capsys.readouterr()
+        assert "stopped before building" in got.err
+        assert (f"{SLOW_INTERPRETER_LEN - 1} + {gen} tokens run in the interpreter for minutes" in got.out) is noted

@@ -20,6 +20,7 @@ from ..units import format_bandwidth, format_bytes, format_time, parse_ratio
 from .plan import _int
 
 CPU_MODEL = "tiny-llama"
+SLOW_INTERPRETER_LEN = 128  # prompt + new tokens beyond which the CPU run is noted as slow
 
 
 def add_parser(sub) -> None:
@@ -122,6 +123,9 @@ def run(args) -> int:
         note = check_positions(cfg, ModelSpec.from_config(cfg, name=shown), plen + glen)
         if note:
             say(f"warning: {note}")
+    if not gpu and plen + glen > SLOW_INTERPRETER_LEN:
+        say(f"dak: note: {plen} + {glen} tokens run in the interpreter for minutes (prompt 512 + 8 new at batch 8 "
+            f"took 6 minutes on 2 cores; the default 32 + 32 under one); lower --prompt-len/--gen-len for a quick check")
     stop = {"eos_token_id": None}  # a fixed number of steps, unless --stop-at-eos
     if args.stop_at_eos:  # generate then takes eos/pad from the model's generation config, checked here first
         from ..models.spec import load_config
