@@ -178,3 +178,28 @@ def test_thirty_fourth_session_defaults_and_runs_before_them(monkeypatch):
     with environment(run_environ(None, "2026-12-04T00:00:00")):
         assert roofline_kv_ahead() is False and copy_wrap_mode() is False
     assert roofline_kv_ahead() is True and "DAK_COPY_WRAP" not in os.environ  # restored
+
+
+def test_a_plan_reads_the_switches_once_and_sees_later_changes_only_in_the_next_plan(monkeypatch):
+    """dak.env_snapshot.fixed(): inside a plan dak.shares reads a snapshot (a million os.environ reads were a
+    fifth of planning a 70B model); nested blocks keep the outer snapshot; outside, the environment as it is."""
+    from dak.env_snapshot import fixed
+    from dak.hardware import get_profile
+    from dak.models import Workload, load_spec
+    from dak.planner import plan
+    from dak.shares import ce_min_share
+    monkeypatch.setenv("DAK_CE_MIN_SHARE", "0.1")
+    with fixed():
+        monkeypatch.setenv("DAK_CE_MIN_SHARE", "0.3")
+        with fixed():
+            assert ce_min_share() == 0.1
+        assert ce_min_share() == 0.1
+    assert ce_min_share() == 0.3
+    monkeypatch.delenv("DAK_CE_MIN_SHARE")
+    assert ce_min_share() == 0.02
+    spec, w, hw = load_spec("llama-2-7b"), Workload("decode", 8, 32, 32), get_profile("h200-pcie")
+    budgets = {}
+    for share in ("0", "1"):  # every host share by copy engine, or none: the plan prices them differently
+        monkeypatch.setenv("DAK_CE_MIN_SHARE", share)
+        budgets[share] = plan(spec, w, hw, 12 * 2**30, "greedy").predicted_s
+    assert budgets["0"] != budgets["1"]

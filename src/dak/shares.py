@@ -14,7 +14,7 @@ Each has a measured default and an environment variable for experiments on the G
 
 from __future__ import annotations
 
-import os
+from .env_snapshot import environ
 
 # Above this host share a memory-bound operator is link-bound on a PCIe Gen5 GPU (x* = B_h /
 # (B_h + B_g) ~ 1.5% on the H200); the untuned config then moves host rows by copy engine.
@@ -27,7 +27,7 @@ ATTENTION_CE_MIN_BYTES = 4 << 20
 
 def env_flag(name: str, default: bool) -> bool:
     """$name as an on/off switch: '1' on, '0' off, unset `default`; anything else is an error."""
-    raw = os.environ.get(name)
+    raw = environ().get(name)
     if raw is None:
         return default
     if raw not in ("0", "1"):
@@ -44,7 +44,7 @@ def fused_layer_enabled() -> bool:
 def ce_min_share() -> float:
     """Host share above which untuned decode configs use the copy engine: LINK_BOUND_SHARE, or
     $DAK_CE_MIN_SHARE (a fraction in [0, 1]; 0 = every host share) for experiments."""
-    raw = os.environ.get("DAK_CE_MIN_SHARE")
+    raw = environ().get("DAK_CE_MIN_SHARE")
     if raw is None:
         return LINK_BOUND_SHARE
     try:
@@ -68,7 +68,7 @@ CE_CHUNKS = 1
 
 def _env_int(name: str, default: int, lo: int, hi: int) -> int:
     """$name as an integer in [lo, hi], or `default` when unset."""
-    raw = os.environ.get(name)
+    raw = environ().get(name)
     if raw is None:
         return default
     if not raw.isdigit() or not lo <= int(raw) <= hi:
@@ -135,7 +135,7 @@ def one_gemv_mode() -> bool | None:
     """$DAK_CE_ONE_GEMV: '1' runs every chained decode copy-engine linear whose host rows are all
     staged as one GEMV after its copies land (dak.kernels.staged_gemv), '0' never, unset as the
     plan says (dak.planner.placement.Placement.one_gemv; None here)."""
-    return None if os.environ.get("DAK_CE_ONE_GEMV") is None else env_flag("DAK_CE_ONE_GEMV", False)
+    return None if environ().get("DAK_CE_ONE_GEMV") is None else env_flag("DAK_CE_ONE_GEMV", False)
 
 
 def split_gemv_tiles_enabled() -> bool:
@@ -165,7 +165,7 @@ def hbm_fork_for(n_tokens: int) -> bool:
     twenty-sixth session, H75/H77) forked was 1.022x median alone at 1-8 tokens, and batch 8 end to
     end (H76, an older launch) gained at 1-2% but lost 2-7% at 5%: still off. $DAK_HBM_FORK=1
     takes it at every decode token count, 0 at none."""
-    raw = os.environ.get("DAK_HBM_FORK")
+    raw = environ().get("DAK_HBM_FORK")
     if raw is not None and raw not in ("0", "1"):
         raise ValueError(f"DAK_HBM_FORK must be 0 or 1, got {raw!r}")
     lo = {None: HBM_FORK_MIN_TOKENS, "1": 1, "0": None}[raw]
@@ -209,7 +209,7 @@ def copy_wrap_mode() -> bool | None:
     'plan' (the default since the thirty-fourth session; None here) wraps a plan's chain where it
     runs one GEMV once staged (H93b, H200: OPT-6.7B / OPT-30B at 1% 2.0% / 1.7% faster, twice); '0'
     never. '1' everywhere: docs/LIMITATIONS.md (faster on OPT-6.7B, slower on Llama-2-7B, OPT-30B)."""
-    raw = os.environ.get("DAK_COPY_WRAP", "plan")
+    raw = environ().get("DAK_COPY_WRAP", "plan")
     if raw == "plan":
         return None
     if raw not in ("0", "1"):
@@ -301,7 +301,7 @@ def kv_copy_stream_name() -> str:
     copies), or with $DAK_KV_COPY_STREAM=shared the linear chain's "copy" stream, so one copy is
     in flight at a time (an experiment: OPT-30B at 5% moved 51 GB/s over the link with both,
     the layer-prefetch baseline's one copy per layer 55)."""
-    raw = os.environ.get("DAK_KV_COPY_STREAM", "own")
+    raw = environ().get("DAK_KV_COPY_STREAM", "own")
     if raw not in ("own", "shared"):
         raise ValueError(f"DAK_KV_COPY_STREAM must be 'own' or 'shared', got {raw!r}")
     return "kv-ahead copy" if raw == "own" else "copy"

@@ -39,6 +39,7 @@ from ..hardware import HardwareProfile
 from ..models.ops import DEFAULT_RESERVE, Workload, list_operators, minimum_hbm_set
 from ..models.spec import ModelSpec
 from ..defaults import DEFAULT_FUSE_PROJECTIONS, DEFAULT_KV_AHEAD
+from ..env_snapshot import fixed
 from ..units import MIB, format_bytes
 from .cost import op_time
 from .consolidate import consolidate
@@ -126,6 +127,7 @@ def _descend(op, k: int, profile: HardwareProfile) -> int:
     return k
 
 
+@fixed()
 def plan(spec: ModelSpec, workload: Workload, profile: HardwareProfile, hbm_budget: int | None = None,
          policy: str = "greedy", tile_rows: int = 64, reserve: int = DEFAULT_RESERVE,
          spare_link: bool = False, ops=None, cost_model: str = "auto",
@@ -281,6 +283,7 @@ def _prefetch(ops, R: int, profile: HardwareProfile):
     return ks, times, staging, True, ""
 
 
+@fixed()
 def plan_all(spec: ModelSpec, workload: Workload, profile: HardwareProfile, hbm_budget: int | None = None,
              tile_rows: int = 64, reserve: int = DEFAULT_RESERVE, spare_link: bool = False,
              cost_model: str = "auto", fused: bool = DEFAULT_FUSE_PROJECTIONS) -> dict:
