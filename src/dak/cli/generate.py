@@ -86,8 +86,9 @@ def run(args) -> int:
         raise ValueError("--stream prints text as it comes: drop --json or --stream")
     say = (lambda line: print(line, file=sys.stderr)) if args.json else print
     if not gpu:
-        from ..models import load_spec
-        load_spec(model_name)  # an unknown name or a broken folder is an error here too
+        from ..models.spec import ModelSpec, load_config
+        shown, cfg = load_config(model_name)  # an unknown name or a broken folder is an error here too
+        requested = cfg, ModelSpec.from_config(cfg, name=shown)  # the stand-in below runs within its limits
         os.environ["TRITON_INTERPRET"] = "1"
         if not (os.path.isdir(model_name) or model_name.startswith("tiny-")):
             say(f"dak: no CUDA GPU here: running {CPU_MODEL} instead of {model_name} through the same "
@@ -118,9 +119,8 @@ def run(args) -> int:
     ids, lengths = _prompt_ids(args.prompt, model_name, batch, plen, seed)
     plen = ids.shape[1]
     if model_name != args.model:  # the CPU stand-in runs these lengths for the requested model: its limits hold
-        from ..models.spec import ModelSpec, check_positions, load_config
-        shown, cfg = load_config(args.model)
-        note = check_positions(cfg, ModelSpec.from_config(cfg, name=shown), plen + glen)
+        from ..models.spec import check_positions
+        note = check_positions(*requested, plen + glen)
         if note:
             say(f"warning: {note}")
     if not gpu and plen + glen > SLOW_INTERPRETER_LEN:

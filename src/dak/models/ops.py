@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 
 from ..defaults import DEFAULT_KV_BUCKETS
 from ..units import GIB
-from .spec import ModelSpec
+from .spec import ModelSpec, check_learned_positions
 
 DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 LINEAR_KINDS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj",
@@ -162,9 +162,7 @@ def list_operators(spec: ModelSpec, w: Workload, tile_rows: int = 64) -> list[Op
     """Every offloadable operator of the model for workload ``w``, in execution order."""
     if isinstance(tile_rows, bool) or not isinstance(tile_rows, int) or tile_rows < 1:
         raise ValueError(f"tile_rows must be a positive integer, got {tile_rows!r}")
-    if spec.learned_positions and w.prompt_len + w.gen_len > spec.max_position_embeddings:
-        raise ValueError(f"prompt_len + gen_len = {w.prompt_len + w.gen_len} exceeds {spec.name}'s "
-                         f"max_position_embeddings {spec.max_position_embeddings}")
+    check_learned_positions(spec, w.prompt_len + w.gen_len)
     H, I = spec.hidden_size, spec.intermediate_size
     ops: list[Operator] = []
     if not spec.tie_word_embeddings:

@@ -156,16 +156,21 @@ def check_window(cfg: dict, max_len: int, name: str) -> None:
                          f"not implement: max_len {max_len} must be <= {win} (lower prompt_len/gen_len or max_len)")
 
 
+def check_learned_positions(spec: ModelSpec, max_len: int) -> None:
+    """Refuse a run past a learned position table (OPT's): those positions have no embedding."""
+    if spec.learned_positions and max_len > spec.max_position_embeddings:
+        raise ValueError(f"prompt_len + gen_len = {max_len} exceeds {spec.name}'s max_position_embeddings "
+                         f"{spec.max_position_embeddings} (its learned position table): lower them")
+
+
 def check_positions(cfg: dict, spec: ModelSpec, max_len: int) -> str | None:
     """Refuse a run of `max_len` positions that `cfg`'s model cannot attend exactly (a sliding
     window it outgrows, learned positions past their table); return a warning when a rotary
     model runs past the positions it was trained for, else None."""
     check_window(cfg, max_len, spec.name)
+    check_learned_positions(spec, max_len)
     if max_len <= spec.max_position_embeddings:
         return None
-    if spec.learned_positions:
-        raise ValueError(f"prompt_len + gen_len = {max_len} exceeds {spec.name}'s max_position_embeddings "
-                         f"{spec.max_position_embeddings} (its learned position table): lower them")
     return (f"{spec.name} was trained for {spec.max_position_embeddings} positions and this run reaches {max_len}: "
             "tokens past the limit run (rotary positions extrapolate) but their quality is not what the model gives "
             "within it; lower prompt_len + gen_len to stay inside")
