@@ -86,12 +86,15 @@ def test_dry_run_cli(capsys):
     percent = capsys.readouterr().out  # "2.5%" is 2.5 percent, as "2.5"
     assert main(["bench", "e2e", "--dry-run", "--models", "opt-6.7b", "--ratios", "0,2.5"]) == 0
     assert percent == capsys.readouterr().out and "2.5%" in percent
+    assert main(["bench", "e2e", "--dry-run", "--models", "opt-6.7b", "--ratios", "0.5%"]) == 0  # below 1%: with "%"
+    assert "0.5%" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("args,message", [
     (["--systems", "dak-greedy,vllm"], "unknown system 'vllm'"),
     (["--ratios", "0,150"], "offload ratios must be in [0, 100]%"),
     (["--ratios", "two"], "--ratios takes percentages"),
+    (["--ratios", "0,0.05"], "0.05 would be 0.05%, not 5%; write 5 for 5%, or 0.05% to run 0.05%"),
     (["--models", "llama-2-7b"], "only tiny-* models run"),
 ])
 def test_cli_errors(capsys, args, message):

@@ -29,7 +29,7 @@ def add_parser(sub) -> None:
     e.add_argument("--prompt-len", default=str(d.prompt_len), help=f"prompt tokens (default {d.prompt_len})")
     e.add_argument("--gen-len", default=str(d.gen_len), help=f"new tokens (default {d.gen_len})")
     e.add_argument("--ratios", default=",".join(f"{100 * x:g}" for x in d.ratios),
-                   help="offload ratios in percent of operator bytes (default 0,1,2,5,10,20,40)")
+                   help="offload ratios in percent of operator bytes (default 0,1,2,5,10,20,40; below 1%% write the %%: 0.5%%)")
     e.add_argument("--systems", default=",".join(d.systems), help=f"comma list of {', '.join(SYSTEMS)} (default all)")
     e.add_argument("--hardware", default=d.hardware, help="preset or profile .json for plans, predictions, bounds")
     e.add_argument("--dtype", default=d.dtype, help="bf16 | fp16 (default bf16)")
@@ -70,9 +70,13 @@ def _list(text: str) -> tuple[str, ...]:
 
 def _percent(text: str) -> float:
     try:  # "5" and "5%" are both 5%
-        return float(text.removesuffix("%")) / 100.0
+        value = float(text.removesuffix("%"))
     except ValueError:
         raise ValueError(f"--ratios takes percentages such as 0,1,2.5,40; got {text!r}") from None
+    if 0 < value < 1 and not text.endswith("%"):  # a fraction (as --host-ratio takes) would run 100x too little
+        raise ValueError(f"--ratios takes percentages: {text} would be {text}%, not {100 * value:g}%; write "
+                         f"{100 * value:g} for {100 * value:g}%, or {text}% to run {text}%")
+    return value / 100.0
 
 
 def config_from(args):
