@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh H115|H116|H121|H117|H119|H120|H114|H112|H111|H110|H109|H107|H106|H105|H104 (calls already run: benchmarks/h200_past_calls.sh, same usage)
+#   bash benchmarks/h200_next.sh H115|H116|H122|H121|H117|H119|H120|H114|H112|H111|H110|H109|H107|H106|H105|H104 (calls already run: benchmarks/h200_past_calls.sh, same usage)
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -108,6 +108,12 @@ H121) # (thirty-seventh session, after H120 on an H100 at 49bc1ac: the default K
     step 150 python3 -u benchmarks/profile_step.py --model llama-2-7b --batch 8 --prompt-len 32 --gen-len 32 \
         --ratios 0.05 --out "$OUT/step-h121-kv1.json"
     ;;
+H122) # (thirty-eighth session, after every tests/*_gpu.py file passed on the H100) the rest of the suite on a GPU:
+    # every other test file (several run their cases on the GPU when one is present: min_new_tokens, stopping,
+    # fused layers, repetition penalty, runtime, KV cache, split linear/attention kernels) and test_load_memory (gpu)
+    files=$(ls tests/test_*.py | grep -v '_gpu\.py$')
+    step 480 python3 -u -m pytest -q -p no:cacheprovider -x -rfE $files
+    ;;
 H104) # (thirty-first session, after the last call) min_new_tokens holds EOS back inside the decode graphs (a
     # per-request minimum on the device): its graphed-vs-eager test, with the repetition-penalty one beside
     step 120 python3 -u -m pytest -q -p no:cacheprovider tests/test_runtime_gpu.py -k "min_new or repetition_penalty"
@@ -185,6 +191,6 @@ H109) # (thirty-second session, little device time left) the short form of H107 
     fi
     ;;
 *)  . "$(dirname "$0")/h200_past_calls.sh"  # calls already run, kept to rerun or read
-    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H115|H116|H121|H117|H119|H120|H114|H112|H111|H110|H109|H107|H106|H105|H104 (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
+    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H115|H116|H122|H121|H117|H119|H120|H114|H112|H111|H110|H109|H107|H106|H105|H104 (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
 esac
 tail -c 3000 "$log"
