@@ -112,7 +112,7 @@ H122) # (thirty-eighth session, after every tests/*_gpu.py file passed on the H1
     # every other test file (several run their cases on the GPU when one is present: min_new_tokens, stopping,
     # fused layers, repetition penalty, runtime, KV cache, split linear/attention kernels) and test_load_memory (gpu)
     files=$(ls tests/test_*.py | grep -v '_gpu\.py$')
-    step 480 python3 -u -m pytest -q -p no:cacheprovider -x -rfE $files
+    step 480 python3 -u -m pytest -q -p no:cacheprovider --maxfail=5 -rfE $files
     ;;
 H104) # (thirty-first session, after the last call) min_new_tokens holds EOS back inside the decode graphs (a
     # per-request minimum on the device): its graphed-vs-eager test, with the repetition-penalty one beside
