@@ -38,7 +38,9 @@ def tie_tolerance(best: torch.Tensor) -> torch.Tensor:
 
 
 def check_tokens(hf, seq, steps):
-    """dak's token at every step is HF's greedy choice, or ties it within two fp16 steps."""
+    """dak's token at every step is HF's greedy choice, or ties it within two fp16 steps (`hf` on the
+    CPU; dak's tokens may come from the GPU)."""
+    seq = seq.cpu()
     with torch.no_grad():
         logits = hf(seq).logits.float()
     exact = 0

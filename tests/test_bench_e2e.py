@@ -66,7 +66,7 @@ def test_fill_random_does_not_depend_on_the_split():
         holder = torch.nn.Module()
         holder.proj = mod
         fill_random(holder, seed=3)
-        full.append(mod.weight.data if mod is lin else mod.full_weight())
+        full.append(mod.weight.data if mod is lin else mod.full_weight().cpu())  # a GPU's split: on it
     for f in full[1:]:
         assert torch.equal(f, full[0])
     assert full[0].float().std().item() == pytest.approx(0.02, rel=0.1)

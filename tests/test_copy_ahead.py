@@ -16,6 +16,9 @@ from dak.kernels import copy_ahead  # noqa: E402
 from dak.kernels.config import KernelConfig  # noqa: E402
 from dak.kernels.tuning import token_bucket  # noqa: E402
 from dak.nn import SplitLinear  # noqa: E402
+from dak.runtime_env import kernel_device  # noqa: E402
+
+DEV = kernel_device()  # the split modules' device: the GPU's, or the CPU under the interpreter
 
 
 def _mods(dtype=torch.bfloat16):
@@ -26,7 +29,7 @@ def _mods(dtype=torch.bfloat16):
 
 def test_record_and_link_chain_in_call_order():
     mods = _mods()
-    x = torch.randn(3, 32).to(torch.bfloat16)
+    x = torch.randn(3, 32).to(torch.bfloat16).to(DEV)
     for m in mods:  # give every host-row operator a copy-engine config for 3 tokens
         if m.host_rows:
             m._configs[token_bucket(3)] = KernelConfig(block_m=16, block_n=16, block_k=32, ce_share=1.0,
@@ -56,7 +59,7 @@ def test_more_slots_from_the_environment(monkeypatch):
     import pytest
     from dak.shares import copy_slot_count
     mods = [m for m in _mods() if m.host_rows]
-    x = torch.randn(3, 32).to(torch.bfloat16)
+    x = torch.randn(3, 32).to(torch.bfloat16).to(DEV)
     for m in mods:
         m._configs[token_bucket(3)] = KernelConfig(block_m=16, block_n=16, block_k=32, ce_share=1.0,
                                                    ce_chunks=1, host_programs=2, hbm_programs=2)
@@ -74,7 +77,7 @@ def test_more_slots_from_the_environment(monkeypatch):
 
 
 def _ce_chain(mods, n=3):
-    x = torch.randn(n, 32).to(torch.bfloat16)
+    x = torch.randn(n, 32).to(torch.bfloat16).to(DEV)
     for m in mods:
         m._configs[token_bucket(n)] = KernelConfig(block_m=16, block_n=16, block_k=32, ce_share=1.0,
                                                    ce_chunks=1, host_programs=2, hbm_programs=2)
@@ -235,7 +238,7 @@ def test_chained_large_n_operators_copy_once_but_the_last(flag, monkeypatch):
     monkeypatch.setenv("DAK_CHAIN_ONE_CHUNK", flag)
     mods = [m for m in _mods() if m.host_rows]
     n = 70  # a large-N token count
-    x = torch.randn(n, 32).to(torch.bfloat16)
+    x = torch.randn(n, 32).to(torch.bfloat16).to(DEV)
     ref = [m(x) for m in mods]
     kinds = [True, True, False, True]  # the third runs the decode-size path
     for m, many in zip(mods, kinds):

@@ -8,6 +8,9 @@ from torch import nn
 
 from dak.nn.fused_proj import ProjectionGroup, fuse_projections, why_not_fused
 from dak.nn.split_linear import SplitLinear
+from dak.runtime_env import kernel_device
+
+DEV = kernel_device()  # the split modules' device: the GPU's, or the CPU under the interpreter
 
 TOL = {torch.bfloat16: 2e-2, torch.float16: 2e-3}
 
@@ -21,7 +24,7 @@ def _members(rows=(48, 16, 16), k=40, bias=True, dtype=torch.bfloat16, host_rows
 
 
 def _ref(x, w, b, dtype):
-    y = x.float() @ w.to(dtype).float().T
+    y = x.float().cpu() @ w.to(dtype).float().T
     return y if b is None else y + b.to(dtype).float()
 
 
@@ -31,30 +34,30 @@ def test_every_call_order_gives_each_member_its_own_product(dtype, bias):
     mods, ws, bs = _members(bias=bias, dtype=dtype)
     ProjectionGroup(mods)
     for order in itertools.permutations(range(3)):
-        x = torch.randn(3, 5, 40).to(dtype)  # fresh input: (batch, tokens, features)
-        outs = {i: torch.full((3, 5, mods[i].out_features), float("nan")) for i in order}  # poisoned
+        x = torch.randn(3, 5, 40).to(dtype).to(DEV)  # fresh input: (batch, tokens, features)
+        outs = {i: torch.full((3, 5, mods[i].out_features), float("nan"), device=DEV) for i in order}  # poisoned
         for i in order:
             outs[i] = mods[i](x)
         for i in order:
             want = _ref(x.reshape(-1, 40), ws[i], bs[i], dtype).reshape(3, 5, -1)
             assert outs[i].shape == want.shape and outs[i].dtype == dtype
-            torch.testing.assert_close(outs[i].float(), want, atol=TOL[dtype], rtol=TOL[dtype])
+            torch.testing.assert_close(outs[i].float().cpu(), want, atol=TOL[dtype], rtol=TOL[dtype])
 
 
 def test_a_reused_input_object_is_recomputed_after_every_member_took_its_part():
     mods, ws, bs = _members()
     group = ProjectionGroup(mods)
-    x = torch.randn(4, 40).to(torch.bfloat16)  # a static buffer, rewritten in place between steps
+    x = torch.randn(4, 40).to(torch.bfloat16).to(DEV)  # a static buffer, rewritten in place between steps
     for _ in range(3):
         x.copy_(torch.randn(4, 40))
         got = [m(x) for m in mods]
         assert group._y is None and group._x is None  # nothing held once all members were served
         for g, w, b in zip(got, ws, bs):
-            torch.testing.assert_close(g.float(), _ref(x, w, b, torch.bfloat16), atol=2e-2, rtol=2e-2)
+            torch.testing.assert_close(g.float().cpu(), _ref(x, w, b, torch.bfloat16), atol=2e-2, rtol=2e-2)
     q = mods[0](x)  # a member called twice with the same input recomputes, also from new contents
     x.copy_(torch.randn(4, 40))
     q2 = mods[0](x)
-    torch.testing.assert_close(q2.float(), _ref(x, ws[0], bs[0], torch.bfloat16), atol=2e-2, rtol=2e-2)
+    torch.testing.assert_close(q2.float().cpu(), _ref(x, ws[0], bs[0], torch.bfloat16), atol=2e-2, rtol=2e-2)
     assert not torch.equal(q, q2)
 
 

@@ -15,6 +15,9 @@ from dak.kernels.attention_config import AttentionConfig  # noqa: E402
 from dak.kv_cache import SplitKVCache  # noqa: E402
 from dak.nn.split_attention import (hf_attention_forward, prefill_attention, prepare_decode,  # noqa: E402
                                     split_decode_attention)
+from dak.runtime_env import kernel_device  # noqa: E402
+
+DEV = kernel_device()  # the cache's device: the GPU's, or the CPU under the interpreter
 
 BF, FP = torch.bfloat16, torch.float16
 
@@ -38,10 +41,10 @@ def test_prompt_then_appends_match_reference_cache(b_h, ce):
     assert cache.k_host(1).shape == (b_h, hkv, s, d) and cache.k_hbm(1).shape == (batch - b_h, hkv, s, d)
     ref_k = torch.zeros(batch, hkv, s, d, dtype=dtype)
     ref_v = torch.zeros_like(ref_k)
-    prompt = torch.tensor([7, 1, 12, 3, 12], dtype=torch.int32)
-    k = torch.randn(batch, hkv, 12, d).to(dtype)
-    v = torch.randn(batch, hkv, 12, d).to(dtype)
-    q = torch.randn(batch, hq, 12, d).to(dtype)
+    prompt = torch.tensor([7, 1, 12, 3, 12], dtype=torch.int32, device=DEV)
+    k = torch.randn(batch, hkv, 12, d).to(dtype).to(DEV)
+    v = torch.randn(batch, hkv, 12, d).to(dtype).to(DEV)
+    q = torch.randn(batch, hq, 12, d).to(dtype).to(DEV)
     y = prefill_attention(q, k, v, cache, 1, prompt_lengths=prompt)
     assert torch.equal(y, F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True))
     for b, n in enumerate(prompt.tolist()):
@@ -52,12 +55,12 @@ def test_prompt_then_appends_match_reference_cache(b_h, ce):
     assert cfg.ce_share == (1.0 if ce else 0.0)
     for step in range(3):
         cache.lengths += 1
-        k1 = torch.randn(batch, hkv, d).to(dtype)
-        v1 = torch.randn(batch, hkv, d).to(dtype)
+        k1 = torch.randn(batch, hkv, d).to(dtype).to(DEV)
+        v1 = torch.randn(batch, hkv, d).to(dtype).to(DEV)
         cache.append(1, k1, v1)
         for b, n in enumerate(cache.lengths.tolist()):
             ref_k[b, :, n - 1], ref_v[b, :, n - 1] = k1[b], v1[b]
-        q1 = torch.randn(batch, hq, 1, d).to(dtype)
+        q1 = torch.randn(batch, hq, 1, d).to(dtype).to(DEV)
         out = torch.full_like(q1, float("nan"))
         y = split_decode_attention(q1, cache, 1, out=out)
         assert y.shape == q1.shape and not out.isnan().any()
@@ -68,9 +71,9 @@ def test_prompt_then_appends_match_reference_cache(b_h, ce):
 
 def test_write_with_start_and_strided_source():
     cache = _cache(batch=3, b_h=2, s=20)
-    src = torch.randn(3, 6, 2, 64).to(BF).transpose(1, 2)  # (B, Hkv, L, D) non-contiguous, like HF
-    start = torch.tensor([0, 14, 5], dtype=torch.int32)
-    count = torch.tensor([6, 6, 2], dtype=torch.int32)
+    src = torch.randn(3, 6, 2, 64).to(BF).to(DEV).transpose(1, 2)  # (B, Hkv, L, D) non-contiguous, like HF
+    start = torch.tensor([0, 14, 5], dtype=torch.int32, device=DEV)
+    count = torch.tensor([6, 6, 2], dtype=torch.int32, device=DEV)
     cache.write(0, src, src, start, count)
     k, _ = cache.gather(0)
     for b in range(3):
@@ -82,8 +85,8 @@ def test_write_with_start_and_strided_source():
 def test_prompt_writes_in_request_chunks_match_one_write(b_h):
     """Requests [first, first + Bs) land where one whole-batch write puts them, host/HBM boundary
     crossed or not; requests outside the chunk are untouched."""
-    src = torch.randn(5, 2, 7, 64).to(BF)
-    plen = torch.tensor([7, 3, 5, 1, 6], dtype=torch.int32)
+    src = torch.randn(5, 2, 7, 64).to(BF).to(DEV)
+    plen = torch.tensor([7, 3, 5, 1, 6], dtype=torch.int32, device=DEV)
     whole, chunked = _cache(batch=5, b_h=b_h, s=9), _cache(batch=5, b_h=b_h, s=9)
     whole.write_prompt(1, src, src, plen)
     for part in chunked.parts(1):
@@ -93,8 +96,8 @@ def test_prompt_writes_in_request_chunks_match_one_write(b_h):
         k, _ = chunked.gather(1)
         for b in range(r1, 5):
             assert k[b].isnan().all(), f"request {b} written before its chunk"
-    _same(chunked, 1, src, src, plen)
-    _same(whole, 1, src, src, plen)
+    _same(chunked, 1, src.cpu(), src.cpu(), plen)
+    _same(whole, 1, src.cpu(), src.cpu(), plen)
     with pytest.raises(ValueError, match="do not fit the cache's batch 5"):
         chunked.write_prompt(1, src[:2], src[:2], plen[:2], first=4)
 
@@ -103,12 +106,12 @@ def test_hf_adapter_prefill_then_decode():
     torch.manual_seed(0)
     cache = _cache(batch=2, b_h=1, hkv=2, s=16, d=64, dtype=BF)
     mod = SimpleNamespace(layer_idx=1)
-    q, k, v = torch.randn(2, 4, 5, 64).to(BF), torch.randn(2, 2, 5, 64).to(BF), torch.randn(2, 2, 5, 64).to(BF)
+    q, k, v = (torch.randn(2, h, 5, 64).to(BF).to(DEV) for h in (4, 2, 2))
     cache.lengths.fill_(5)
     y, w = hf_attention_forward(mod, q, k, v, None, dak_cache=cache)
     assert w is None and y.shape == (2, 5, 4, 64)
     cache.lengths += 1
-    q1, k1, v1 = torch.randn(2, 4, 1, 64).to(BF), torch.randn(2, 2, 1, 64).to(BF), torch.randn(2, 2, 1, 64).to(BF)
+    q1, k1, v1 = (torch.randn(2, h, 1, 64).to(BF).to(DEV) for h in (4, 2, 2))
     y1, _ = hf_attention_forward(mod, q1, k1, v1, None, dak_cache=cache)
     kk, vv = torch.cat([k, k1], 2), torch.cat([v, v1], 2)
     ref = reference_attention(q1[:, :, 0], kk, vv, cache.lengths)
@@ -129,12 +132,12 @@ def test_cache_constructor_rejects(kw, match):
 
 def test_cache_writes_reject_bad_input():
     cache = _cache(batch=3, b_h=1, s=8)
-    k = torch.randn(3, 2, 64).to(BF)
+    k = torch.randn(3, 2, 64).to(BF).to(DEV)
     cache.lengths.fill_(1)
     with pytest.raises(ValueError, match="kv_heads"):
-        cache.append(0, torch.randn(3, 4, 64).to(BF), k)
+        cache.append(0, torch.randn(3, 4, 64).to(BF).to(DEV), k)
     with pytest.raises(ValueError, match="holds 3"):
-        cache.append(0, torch.randn(4, 2, 64).to(BF), torch.randn(4, 2, 64).to(BF))
+        cache.append(0, torch.randn(4, 2, 64).to(BF).to(DEV), torch.randn(4, 2, 64).to(BF).to(DEV))
     with pytest.raises(ValueError, match="dtype"):
         cache.append(0, k.half(), k.half())
     with pytest.raises(ValueError, match="device"):
@@ -148,10 +151,10 @@ def test_cache_writes_reject_bad_input():
     with pytest.raises(ValueError, match=r"\[0, 8\]"):
         cache.append(0, k, k)
     with pytest.raises(ValueError, match="max_len 8"):
-        cache.write_prompt(0, torch.randn(3, 2, 9, 64).to(BF), torch.randn(3, 2, 9, 64).to(BF))
+        cache.write_prompt(0, *(torch.randn(3, 2, 9, 64).to(BF).to(DEV) for _ in range(2)))
     with pytest.raises(ValueError, match="max_len 8"):
-        cache.write(0, torch.randn(3, 2, 2, 64).to(BF), torch.randn(3, 2, 2, 64).to(BF),
-                    start=torch.tensor([0, 7, 0], dtype=torch.int32))
+        cache.write(0, torch.randn(3, 2, 2, 64).to(BF).to(DEV), torch.randn(3, 2, 2, 64).to(BF).to(DEV),
+                    start=torch.tensor([0, 7, 0], dtype=torch.int32, device=DEV))
 
 
 def test_entry_points_reject_bad_input():

@@ -10,6 +10,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import linear_chain  # noqa: E402
 
 from dak.kernels.config import KernelConfig, finalize  # noqa: E402
+from dak.runtime_env import kernel_device  # noqa: E402
+
+DEV = kernel_device()  # the split modules' device: the GPU's, or the CPU under the interpreter
 
 
 def test_chain_check_passes_the_chain_and_catches_a_wrong_row():
@@ -20,8 +23,8 @@ def test_chain_check_passes_the_chain_and_catches_a_wrong_row():
     mods = linear_chain.chain_modules(w, m_h, 3, row_tile=16)
     cfg = finalize(KernelConfig(block_m=16, block_n=64, block_k=32, hbm_programs=4, ce_share=1.0, ce_chunks=2,
                                 hbm_cublas=True, ce_taper=0.5), m_h, m - m_h, 4)
-    step = linear_chain.chain_step(mods, x, cfg)
-    ref = x.float() @ w.float().t()
+    step = linear_chain.chain_step(mods, x.to(DEV), cfg)
+    ref = (x.float() @ w.float().t()).to(DEV)
     assert linear_chain.chain_error(step, ref) < 2e-2
     mods[1].w_host[5, 7] += 4.0  # one host weight of the middle operator
     assert linear_chain.chain_error(step, ref) > 0.1
@@ -42,9 +45,9 @@ def test_decode_chain_variants_compute_x_w_t_and_the_check_catches_a_wrong_row()
     m, k, m_h = 112, 80, 32
     w = (torch.randn(m, k) / k ** 0.5).to(torch.bfloat16)
     mods = linear_chain.chain_modules(w, m_h, 3, row_tile=16)
-    ref_w = w.float().t()
+    ref_w = w.float().t().to(DEV)
     for n in (1, 3):
-        x = torch.randn(n, k).to(torch.bfloat16)
+        x = torch.randn(n, k).to(torch.bfloat16).to(DEV)
         heur = heuristic_config(n, m_h, m - m_h, k, 4, False)
         for name, kw in ldc.VARIANTS.items():
             cfg = finalize(replace(heur, **kw), m_h, m - m_h, 4)

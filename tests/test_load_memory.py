@@ -44,7 +44,8 @@ def _anon(pid: int) -> int | None:
 
 
 def _peak_growth(folder: str, log: Path) -> int:
-    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=os.pathsep.join(sys.path))
+    env = dict(os.environ, TRITON_INTERPRET="1", CUDA_VISIBLE_DEVICES="",  # the CPU case, on a GPU machine too
+               PYTHONPATH=os.pathsep.join(sys.path))
     with open(log, "w") as err:
         child = subprocess.Popen([sys.executable, "-c", CHILD, folder], stdin=subprocess.PIPE,
                                  stdout=subprocess.PIPE, stderr=err, text=True, env=env)

@@ -44,11 +44,11 @@ def test_no_eos_before_min_new_tokens_then_hfs_tokens(tiny):
     among the other tokens (teacher-forced), and the request may stop from step 5 on."""
     hf, model = tiny
     ids = torch.randint(3, 900, (2, 4), generator=torch.Generator().manual_seed(9))
-    free = model.generate(ids, max_new_tokens=12, eos_token_id=None)[:, 4:]
+    free = model.generate(ids, max_new_tokens=12, eos_token_id=None).cpu()[:, 4:]
     eos = [int(free[0, 1])]
-    stopped = model.generate(ids, max_new_tokens=12, eos_token_id=eos, pad_token_id=0)[:, 4:]
+    stopped = model.generate(ids, max_new_tokens=12, eos_token_id=eos, pad_token_id=0).cpu()[:, 4:]
     assert stopped[0, 1] == eos[0] and not stopped[0, 2:].any()  # without a minimum: ends at step 1
-    got = model.generate(ids, max_new_tokens=12, eos_token_id=eos, pad_token_id=0, min_new_tokens=5)
+    got = model.generate(ids, max_new_tokens=12, eos_token_id=eos, pad_token_id=0, min_new_tokens=5).cpu()
     assert not torch.isin(got[:, 4:9], torch.tensor(eos)).any(), "an EOS before the fifth new token"
     assert got[0, 5] != free[0, 1]  # the held-back EOS was replaced by the next best token
     for b in range(2):
@@ -63,20 +63,20 @@ def test_no_eos_before_min_new_tokens_then_hfs_tokens(tiny):
     # is the unheld argmax again (an EOS but for a near-tie)
     keep = torch.arange(3, 8)
     every = [i for i in range(model.config.vocab_size) if i not in keep.tolist()]
-    held = model.generate(ids, max_new_tokens=12, eos_token_id=every, pad_token_id=0, min_new_tokens=5)
+    held = model.generate(ids, max_new_tokens=12, eos_token_id=every, pad_token_id=0, min_new_tokens=5).cpu()
     assert torch.isin(held[:, 4:9], keep).all()
     with torch.no_grad():
         logits = hf(held[:, :10]).logits[:, 8].float()
     best = logits.max(-1).values
     assert (best - logits.gather(1, held[:, 9:10])[:, 0] <= tie_tolerance(best)).all()
     # min_length counts the prompt (its padded width), as in HF: 4 + 5 is the same minimum
-    assert torch.equal(model.generate(ids, max_new_tokens=12, eos_token_id=eos, pad_token_id=0, min_length=9), got)
+    assert torch.equal(model.generate(ids, max_new_tokens=12, eos_token_id=eos, pad_token_id=0, min_length=9).cpu(), got)
     gc = model.generation_config  # not given: the generation config's, as in HF
     gc.min_new_tokens = 5
     try:
-        assert torch.equal(model.generate(ids, max_new_tokens=12, eos_token_id=eos, pad_token_id=0), got)
+        assert torch.equal(model.generate(ids, max_new_tokens=12, eos_token_id=eos, pad_token_id=0).cpu(), got)
         assert torch.equal(model.generate(ids, max_new_tokens=12, eos_token_id=eos, pad_token_id=0,
-                                          min_new_tokens=0)[:, 4:], stopped)
+                                          min_new_tokens=0).cpu()[:, 4:], stopped)
         gc.min_new_tokens = -1
         with pytest.raises(ValueError, match=r"min_new_tokens \(the model's generation_config\) must be"):
             model.generate(ids, max_new_tokens=2, eos_token_id=eos)
@@ -86,4 +86,4 @@ def test_no_eos_before_min_new_tokens_then_hfs_tokens(tiny):
         with pytest.raises(ValueError, match="min_new_tokens must be an integer >= 0"):
             model.generate(ids, max_new_tokens=2, eos_token_id=eos, min_new_tokens=bad)
     # without an EOS there is nothing to hold back (HF ignores the minimum then too)
-    assert torch.equal(model.generate(ids, max_new_tokens=12, eos_token_id=None, min_new_tokens=5)[:, 4:], free)
+    assert torch.equal(model.generate(ids, max_new_tokens=12, eos_token_id=None, min_new_tokens=5).cpu()[:, 4:], free)

@@ -8,10 +8,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import probe_copy_contention as pcc  # noqa: E402
+from dak.runtime_env import kernel_device  # noqa: E402
 
 
 def test_flow_check_every_beside_kind_forked_and_not():
-    rows = pcc.run(3, 1, 64, 96, pcc.BESIDE, torch.device("cpu"), forks=(False, True))
+    rows = pcc.run(3, 1, 64, 96, pcc.BESIDE, kernel_device(), forks=(False, True))  # a GPU's: timed too
     assert [(r["beside"], r["fork"]) for r in rows] == [(b, f) for b in pcc.BESIDE for f in (False, True)]
     assert all(r["max_rel_err"] < 2e-2 and r["copies"] == 3 for r in rows)
 

@@ -69,9 +69,9 @@ def test_generate_applies_hfs_penalty_to_prompt_and_new_tokens(tiny):
         for b, p in enumerate(prompts):
             left[b, PROMPT - len(p):], mask[b, PROMPT - len(p):] = p, 1
         left[1, :PROMPT - lens[1]] = 2  # a pad id outside the prompts: never marked
-        plain = model.generate(left, attention_mask=mask, max_new_tokens=steps, eos_token_id=None)
+        plain = model.generate(left, attention_mask=mask, max_new_tokens=steps, eos_token_id=None).cpu()
         got = model.generate(left, attention_mask=mask, max_new_tokens=steps, eos_token_id=None,
-                             repetition_penalty=penalty)
+                             repetition_penalty=penalty).cpu()
         assert not torch.equal(plain, got), "a penalty of 4 changed no token: the check could not fail"
         seen = model.dak_engine.seen[:2, :hf.config.vocab_size].cpu()
         for b, p in enumerate(prompts):  # the mask holds exactly each request's tokens so far
@@ -93,12 +93,12 @@ def test_generate_applies_hfs_penalty_to_prompt_and_new_tokens(tiny):
         # greedy decoding keeps the config's penalty (HF's processors run for greedy too)
         model.generation_config.repetition_penalty = penalty
         assert sampling_for(model) == Sampling(repetition_penalty=penalty)
-        again = model.generate(left, attention_mask=mask, max_new_tokens=steps, eos_token_id=None)
+        again = model.generate(left, attention_mask=mask, max_new_tokens=steps, eos_token_id=None).cpu()
         assert torch.equal(again, got)
         model.generation_config.repetition_penalty = -2.0
         with pytest.raises(ValueError, match="generation_config set repetition_penalty"):
             model.generate(left, attention_mask=mask, max_new_tokens=2, eos_token_id=None)
         model.generation_config.repetition_penalty = None  # HF's "unset": no penalty
-        assert torch.equal(model.generate(left, attention_mask=mask, max_new_tokens=steps, eos_token_id=None), plain)
+        assert torch.equal(model.generate(left, attention_mask=mask, max_new_tokens=steps, eos_token_id=None).cpu(), plain)
     finally:
         model.dak_free()

@@ -34,7 +34,7 @@ def test_greedy_tokens_match_hf_eager(checkpoints, family, ratio):
     assert (got_ratio == 0) == (ratio == 0) and (got_ratio == 1) == (ratio == 1), got_ratio
     g = torch.Generator().manual_seed(7)
     ids = torch.randint(3, hf.config.vocab_size, (2, PROMPT), generator=g)
-    seq = model.generate(ids, max_new_tokens=steps, eos_token_id=None)
+    seq = model.generate(ids, max_new_tokens=steps, eos_token_id=None).cpu()  # on the model's device
     assert seq.shape == (2, PROMPT + steps) and torch.equal(seq[:, :PROMPT], ids)
     ref = hf.generate(ids, max_new_tokens=steps, min_new_tokens=steps, do_sample=False,
                       eos_token_id=None, pad_token_id=0)
@@ -102,13 +102,15 @@ def test_kv_buckets_change_no_tokens_and_reset_the_copy_rows(checkpoints, monkey
     from dak.runtime.kv import DakKV
     hf, path = checkpoints["tiny-llama"]
     ids = torch.randint(3, hf.config.vocab_size, (2, PROMPT), generator=torch.Generator().manual_seed(5))
-    plain = dak.offload(path, batch=2, max_len=PROMPT + 6, policy="uniform", host_ratio=1.0, dtype=DTYPE, tune=False)
+    plain = dak.offload(path, batch=2, max_len=PROMPT + 6, policy="uniform", host_ratio=1.0, dtype=DTYPE, tune=False,
+                        graphs=False)  # eager on a GPU too: graphs set the copy rows per bucket at capture
     want = plain.generate(ids, max_new_tokens=6, eos_token_id=None)
     plain.dak_free()
     seen = []
     real = DakKV.set_copy_rows
     monkeypatch.setattr(DakKV, "set_copy_rows", lambda self, rows: (seen.append(rows), real(self, rows)))
-    model = dak.offload(path, batch=2, max_len=PROMPT + 6, policy="uniform", host_ratio=1.0, dtype=DTYPE, tune=False, kv_buckets=3)
+    model = dak.offload(path, batch=2, max_len=PROMPT + 6, policy="uniform", host_ratio=1.0, dtype=DTYPE, tune=False,
+                        kv_buckets=3, graphs=False)
     assert model.dak_engine.kv_caps == (-(-(PROMPT + 6) // 3), -(-2 * (PROMPT + 6) // 3), PROMPT + 6)
     assert torch.equal(model.generate(ids, max_new_tokens=6, eos_token_id=None), want)
     assert seen == [PROMPT + t for t in range(1, 6)] + [None]
@@ -187,9 +189,9 @@ def test_attention_mask_left_or_right_padding_continues_each_prompt(checkpoints)
         right[b, :len(p)], right_mask[b, :len(p)] = p, 1
         left[b, PROMPT - len(p):], left_mask[b, PROMPT - len(p):] = p, 1
     by_len = model.generate(right.masked_fill(right_mask == 0, 0), max_new_tokens=steps, prompt_lengths=lens,
-                            eos_token_id=None)
-    got_right = model.generate(right, max_new_tokens=steps, attention_mask=right_mask, eos_token_id=None)
-    got_left = model.generate(left, max_new_tokens=steps, attention_mask=left_mask.bool(), eos_token_id=None)
+                            eos_token_id=None).cpu()
+    got_right = model.generate(right, max_new_tokens=steps, attention_mask=right_mask, eos_token_id=None).cpu()
+    got_left = model.generate(left, max_new_tokens=steps, attention_mask=left_mask.bool(), eos_token_id=None).cpu()
     assert torch.equal(got_right[:, :PROMPT], right) and torch.equal(got_left[:, :PROMPT], left)
     assert torch.equal(got_right[:, PROMPT:], by_len[:, PROMPT:])
     assert torch.equal(got_left[:, PROMPT:], by_len[:, PROMPT:])

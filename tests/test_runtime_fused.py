@@ -112,7 +112,11 @@ def test_rotary_with_the_kv_append_matches_hf(checkpoints, family, ratio, monkey
     model = dak.offload(path, batch=2, max_len=PROMPT + steps, policy="uniform", host_ratio=ratio, dtype=DTYPE, tune=False)
     ids = torch.randint(3, hf.config.vocab_size, (2, PROMPT), generator=torch.Generator().manual_seed(6))
     seq = model.generate(ids, max_new_tokens=steps, eos_token_id=None)
-    assert len(calls) == (steps - 1) * hf.config.num_hidden_layers  # every decode step, every layer
+    layers = hf.config.num_hidden_layers
+    if model.dak_engine.graphs:  # a GPU: each decode graph's capture calls it once per layer, its replays not
+        assert calls and len(calls) % layers == 0 and len(calls) <= (steps - 1) * layers, len(calls)
+    else:
+        assert len(calls) == (steps - 1) * layers  # eager: every decode step, every layer
     assert _check_tokens(hf, seq, steps) >= 2 * steps - 1
     model.dak_free()
 

@@ -194,8 +194,8 @@ def _inputs(dtype=BF, batch=3, b_h=1, hq=4, hkv=2, s=32, d=64):
 @pytest.mark.parametrize("mutate,match", [
     (lambda a: a.__setitem__(5, a[5] + 1), r"\[0, 32\]"),                      # lengths beyond S
     (lambda a: a.__setitem__(5, a[5] - 40), r"\[0, 32\]"),                     # negative lengths
-    (lambda a: a.__setitem__(0, torch.randn(4, 4, 64).to(BF)), "exceeds"),    # batch beyond B
-    (lambda a: a.__setitem__(0, torch.randn(3, 3, 64).to(BF)), "multiple"),   # heads do not divide
+    (lambda a: a.__setitem__(0, torch.randn(4, 4, 64).to(BF).to(a[0].device)), "exceeds"),    # batch beyond B
+    (lambda a: a.__setitem__(0, torch.randn(3, 3, 64).to(BF).to(a[0].device)), "multiple"),   # heads do not divide
     (lambda a: a.__setitem__(0, a[0].float()), "dtype"),
     (lambda a: a.__setitem__(0, a[0].half()), "cast"),
     (lambda a: a.__setitem__(0, a[0][..., :32].contiguous()), "head_dim"),

@@ -72,8 +72,8 @@ def test_fresh_inputs_change_outputs():
     wg = device_matrix(16, 32, dtype, DEV)
     wg.copy_(torch.randn(16, 32))
     cfg = finalize(KernelConfig(block_m=16, block_k=32), 16, 16, sms=4)
-    y1 = split_linear(torch.randn(2, 32).to(dtype), wh.tensor, wg, None, cfg)
-    y2 = split_linear(torch.randn(2, 32).to(dtype), wh.tensor, wg, None, cfg)
+    y1 = split_linear(torch.randn(2, 32).to(dtype).to(DEV), wh.tensor, wg, None, cfg)
+    y2 = split_linear(torch.randn(2, 32).to(dtype).to(DEV), wh.tensor, wg, None, cfg)
     assert not torch.equal(y1, y2)
 
 
@@ -93,8 +93,8 @@ def _parts(dtype=torch.bfloat16):
 ])
 def test_launcher_rejects_bad_input(mutate, match):
     wh, wg = _parts()
-    x = torch.randn(4, 32).to(torch.bfloat16)
-    b = torch.randn(32).to(torch.bfloat16)
+    x = torch.randn(4, 32).to(torch.bfloat16).to(DEV)
+    b = torch.randn(32).to(torch.bfloat16).to(DEV)
     cfg = finalize(KernelConfig(block_m=16, block_k=32), 16, 16, sms=4)
     args = mutate(x, wh, wg, b)
     with pytest.raises(ValueError, match=match):

@@ -5,6 +5,9 @@ import torch
 
 from dak.nn import SplitLinear
 from dak.nn.split_linear import host_rows_for
+from dak.runtime_env import kernel_device
+
+DEV = kernel_device()  # the split module's device: the GPU's, or the CPU under the interpreter
 
 TOL = {torch.bfloat16: 1e-2, torch.float16: 2e-3}
 
@@ -18,10 +21,10 @@ def test_module_matches_linear(ratio, dtype):
     assert mod.host_rows == host_rows_for(70, 16, host_ratio=ratio)
     x = torch.randn(2, 3, 40).to(dtype)
     ref = x.double() @ lin.weight.double().T + (0 if lin.bias is None else lin.bias.double())
-    y = mod(x)
+    y = mod(x.to(DEV)).cpu()
     assert y.shape == (2, 3, 70) and y.dtype == dtype
     assert ((y.double() - ref).norm() / ref.norm()).item() < TOL[dtype]
-    assert torch.equal(mod.full_weight(), lin.weight.detach())
+    assert torch.equal(mod.full_weight().cpu(), lin.weight.detach())
 
 
 def test_host_rows_round_up_to_row_tiles():

@@ -45,10 +45,10 @@ def test_generate_stops_where_hf_would():
     try:
         ids = torch.randint(3, 900, (2, 4), generator=torch.Generator().manual_seed(5))
         n = stopping.CHECK_EVERY + 4
-        free = model.generate(ids, max_new_tokens=n, eos_token_id=None)[:, 4:]  # no EOS: the full length
+        free = model.generate(ids, max_new_tokens=n, eos_token_id=None).cpu()[:, 4:]  # no EOS: the full length
         assert free.shape == (2, n)
         eos = [int(free[0, 3]), int(free[1, 5])]  # both requests reach an EOS by step 5
-        got = model.generate(ids, max_new_tokens=n, eos_token_id=eos, pad_token_id=0)[:, 4:]
+        got = model.generate(ids, max_new_tokens=n, eos_token_id=eos, pad_token_id=0).cpu()[:, 4:]
         first = [int(torch.isin(row, torch.tensor(eos)).nonzero()[0]) for row in free]
         assert max(first) <= 5 and got.shape[1] == max(first) + 1  # trimmed at the last request's EOS
         for r, f in enumerate(first):
@@ -66,15 +66,15 @@ def test_generate_takes_eos_and_pad_from_the_generation_config_as_hf_does():
     try:
         ids = torch.randint(3, 900, (2, 4), generator=torch.Generator().manual_seed(11))
         n = stopping.CHECK_EVERY + 4  # the stop flag is read at step CHECK_EVERY - 1
-        free = model.generate(ids, max_new_tokens=n, eos_token_id=None)[:, 4:]
+        free = model.generate(ids, max_new_tokens=n, eos_token_id=None).cpu()[:, 4:]
         assert free.shape == (2, n)
         eos = [int(free[0, 2]), int(free[1, 4])]
-        explicit = model.generate(ids, max_new_tokens=n, eos_token_id=eos, pad_token_id=5)
+        explicit = model.generate(ids, max_new_tokens=n, eos_token_id=eos, pad_token_id=5).cpu()
         model.generation_config.eos_token_id, model.generation_config.pad_token_id = eos, 5
-        by_default = model.generate(ids, max_new_tokens=n)
+        by_default = model.generate(ids, max_new_tokens=n).cpu()
         assert torch.equal(by_default, explicit) and by_default.shape[1] < 4 + n
         assert (by_default[:, 4:] == 5).any()  # the config's pad after a stopped request's EOS
-        assert torch.equal(model.generate(ids, max_new_tokens=n, eos_token_id=None)[:, 4:], free)
+        assert torch.equal(model.generate(ids, max_new_tokens=n, eos_token_id=None).cpu()[:, 4:], free)
         model.generation_config.eos_token_id = 10**6
         with pytest.raises(ValueError, match=r"generation_config.eos_token_id.*pass eos_token_id=None"):
             model.generate(ids, max_new_tokens=2)
@@ -121,12 +121,12 @@ def test_sampling_settings_not_given_come_from_the_generation_config():
     model.dak_engine.generate = lambda *a, **k: seen.append(a[3]) or engine_generate(*a, **k)
     try:
         ids = torch.randint(3, 900, (2, 4), generator=torch.Generator().manual_seed(3))
-        greedy = model.generate(ids, max_new_tokens=4, eos_token_id=None)
+        greedy = model.generate(ids, max_new_tokens=4, eos_token_id=None).cpu()
         gc = model.generation_config
         gc.temperature, gc.top_p = 0.6, 0.9  # ignored while greedy
-        assert torch.equal(model.generate(ids, max_new_tokens=4, eos_token_id=None), greedy)
+        assert torch.equal(model.generate(ids, max_new_tokens=4, eos_token_id=None).cpu(), greedy)
         gc.do_sample, gc.top_k = True, 1  # sampling from the one best token is greedy
-        assert torch.equal(model.generate(ids, max_new_tokens=4, eos_token_id=None), greedy)
+        assert torch.equal(model.generate(ids, max_new_tokens=4, eos_token_id=None).cpu(), greedy)
         model.generate(ids, max_new_tokens=1, eos_token_id=None, top_k=7, temperature=2.0)
         gc.do_sample, gc.top_k, gc.temperature, gc.top_p = None, None, None, None
         model.generate(ids, max_new_tokens=1, eos_token_id=None, do_sample=True)
