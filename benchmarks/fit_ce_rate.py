@@ -10,7 +10,8 @@ row the rate re-plans is only counted (its prediction would be for a placement t
         --rates 48.7,50,51,52,53
 
 The thirty-third session set `h100-sxm`'s rate to 52 GB/s from this (calibrate's one 256 MiB copy
-measured 48.7 GB/s; the decode step's chained copies price better at 52).
+measured 48.7 GB/s; the decode step's chained copies price better at 52). `--copy-overheads 13.9,7`
+sweeps the per-copy start-up instead (the thirty-eighth session: 7 us re-plans 7 of H107/H114/H121's rows).
 """
 
 import argparse
@@ -38,12 +39,12 @@ def moved(a, b):
     return sum(abs(x.host_bytes - y.host_bytes) for x, y in zip(a.ops, b.ops)) / 2 / max(a.host_bytes, 1)
 
 
-def price(rows, rate):
-    """[(model, x, predicted/measured, share of host bytes re-planned)] at copy-engine rate `rate`
-    (predicted/measured None where the plan differs)."""
+def price(rows, rate, field="host_bandwidth_ce"):
+    """[(model, x, predicted/measured, share of host bytes re-planned)] with the profile's `field`
+    (the copy-engine rate by default) at `rate` (predicted/measured None where the plan differs)."""
     out = []
     for r, prof in rows:
-        ran, _, cand = priced(r, prof, dataclasses.replace(prof, host_bandwidth_ce=rate))
+        ran, _, cand = priced(r, prof, dataclasses.replace(prof, **{field: rate}))
         same = [op.host_units for op in ran.ops] == [op.host_units for op in cand.ops]
         out.append((r["model"], r["x_req"], cand.predicted_s / r["tpot_s"] if same else None, moved(ran, cand)))
     return out
@@ -54,13 +55,18 @@ def main(argv=None):
     ap.add_argument("--results", required=True, help="dak bench e2e JSONs, comma-separated")
     ap.add_argument("--rates", default="48.7,50,52", help="candidate copy-engine rates, GB/s, comma-separated")
     ap.add_argument("--hardware", help="the profile the runs planned with (default: each run's, dak.hardware.run_profile)")
+    ap.add_argument("--copy-overheads", metavar="US,...", help="instead of rates: candidate copy_op_overhead_s "
+                    "values in microseconds (the per-copy start-up of the copy-ahead chain's link time)")
     args = ap.parse_args(argv)
+    opt, field, unit, scale, text = "--rates", "host_bandwidth_ce", "GB/s", 1e9, args.rates
+    if args.copy_overheads is not None:
+        opt, field, unit, scale, text = "--copy-overheads", "copy_op_overhead_s", "us", 1e-6, args.copy_overheads
     try:
-        rates = [float(v) * 1e9 for v in args.rates.split(",")]
+        rates = [float(v) * scale for v in text.split(",")]
     except ValueError:
-        ap.error(f"--rates takes numbers in GB/s, e.g. 48.7,52; got {args.rates!r}")
-    if not rates or min(rates) <= 0:
-        ap.error("--rates must be positive")
+        ap.error(f"{opt} takes numbers in {unit}, comma-separated; got {text!r}")
+    if not rates or min(rates) < 0 or (opt == "--rates" and min(rates) == 0):
+        ap.error(f"{opt} must be {'positive' if opt == '--rates' else '>= 0'}")
     try:
         rows = rows_of(args.results.split(","), args.hardware)
     except (OSError, ValueError, KeyError) as e:
@@ -68,11 +74,11 @@ def main(argv=None):
     if not rows:
         ap.error("no dak row at x > 0 in --results")
     for rate in rates:
-        got = price(rows, rate)
+        got = price(rows, rate, field)
         kept = [p for _, _, p, _ in got if p is not None]
         within = sum(abs(p - 1) <= 0.1 for p in kept)
         med = statistics.median(kept) if kept else float("nan")
-        print(f"{rate / 1e9:6.2f} GB/s: {len(kept)} of {len(got)} plans kept, within 10% {within} of {len(kept)}, "
+        print(f"{rate / scale:6.2f} {unit}: {len(kept)} of {len(got)} plans kept, within 10% {within} of {len(kept)}, "
               f"median predicted/measured {med:.3f}")
         print("   " + ", ".join(f"{m} {x:.0%} " + (f"{p:.3f}" if p is not None else f"re-planned ({mv:.1%} moved)")
                               for m, x, p, mv in got))

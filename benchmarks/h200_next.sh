@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh H115|H116|H122|H121|H117|H119|H120|H114|H112|H111|H110|H109|H107|H106|H105|H104 (calls already run: benchmarks/h200_past_calls.sh, same usage)
+#   bash benchmarks/h200_next.sh H115|H116|H122|H123|H117|H119|H120|H114|H112|H111|H110|H109|H107|H106|H105|H104 (calls already run: benchmarks/h200_past_calls.sh, same usage)
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -95,25 +95,24 @@ H120) # (thirty-fifth session, after H119) on an H100: where the default-priced 
     step 150 $prof --out "$OUT/step-h120-kv1.json"
     step 150 env DAK_ROOFLINE_KV_AHEAD=0 $prof --out "$OUT/step-h120-kv0.json"
     ;;
-H121) # (thirty-seventh session, after H120 on an H100 at 49bc1ac: the default K/V pricing's plan of Llama-2-7B at 5%
-    # ran 9.35 ms there (predicted 9.37), the old pricing's 8.95, where H119's e2e had 10.87-11.06 against 9.11 on
-    # another H100 start) the same plans measured both ways on one machine: H119's e2e pairs, then H120's profile of
-    # the default plan: if e2e is slow again here while the profile is not, the difference is in the measurement;
-    # if both are fast, H119's machine read host memory in place slower (the plan's in-place splits and K/V)
-    e2e="python3 -m dak bench e2e --models llama-2-7b --batch 8 --ratios 5 --systems dak-consolidated"
-    for run in 1 2; do
-        step 60 env DAK_ROOFLINE_KV_AHEAD=0 $e2e --out "$OUT/e2e-h121-kv0-$run.json"
-        step 60 $e2e --out "$OUT/e2e-h121-kv1-$run.json"
-    done
-    step 150 python3 -u benchmarks/profile_step.py --model llama-2-7b --batch 8 --prompt-len 32 --gen-len 32 \
-        --ratios 0.05 --out "$OUT/step-h121-kv1.json"
-    ;;
 H122) # (thirty-eighth session, after every tests/*_gpu.py file passed on the H100) the rest of the suite on a GPU:
     # every other test file (their cases run on the GPU when one is present). At 3a88eef on an H100 89 of 922 failed
     # (suite-on-gpu-s38-h100.log), nearly all tests that built inputs on the CPU for modules on the GPU, or that
     # assumed eager decoding or the interpreter's paths; fixed on the CPU since, not re-run: 0 failures expected
     files=$(ls tests/test_*.py | grep -v '_gpu\.py$')
     step 480 python3 -u -m pytest -q -p no:cacheprovider --maxfail=5 -rfE $files
+    ;;
+H123) # (thirty-eighth session, an H100) the h100-sxm preset over-predicts its link-bound rows: predicted/measured
+    # 1.10-1.12 at 10/20% (H107/H114), 1.07-1.09 for H121's old-pricing plan; its 13.9 us per copy is the H200's
+    # fit. At 7 us (benchmarks/profiles/h100-sxm-copy7.json) 7 batch-8 rows re-plan (`benchmarks/fit_ce_rate.py
+    # --results <H107, H114, H121 JSONs> --copy-overheads 13.9,7`); each row under both profiles, in the same call;
+    # rule: if the copy7 plans are not slower on any row and faster on most, set copy_op_overhead_s = 7 us in h100-sxm
+    e2e="python3 -m dak bench e2e --batch 8 --systems dak-consolidated"
+    for prof in h100-sxm benchmarks/profiles/h100-sxm-copy7.json; do
+        tag=$(basename "$prof" .json)
+        step 150 $e2e --models llama-2-7b,opt-6.7b --ratios 5,10,20 --hardware "$prof" --out "$OUT/e2e-h123-$tag.json"
+        step 60 $e2e --models llama-3-8b --ratios 20 --hardware "$prof" --out "$OUT/e2e-h123-l3-$tag.json"
+    done
     ;;
 H104) # (thirty-first session, after the last call) min_new_tokens holds EOS back inside the decode graphs (a
     # per-request minimum on the device): its graphed-vs-eager test, with the repetition-penalty one beside
@@ -192,6 +191,6 @@ H109) # (thirty-second session, little device time left) the short form of H107 
     fi
     ;;
 *)  . "$(dirname "$0")/h200_past_calls.sh"  # calls already run, kept to rerun or read
-    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H115|H116|H122|H121|H117|H119|H120|H114|H112|H111|H110|H109|H107|H106|H105|H104 (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
+    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H115|H116|H122|H123|H117|H119|H120|H114|H112|H111|H110|H109|H107|H106|H105|H104 (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
 esac
 tail -c 3000 "$log"

@@ -77,3 +77,24 @@ def test_cli_prints_each_rate_and_rejects_bad_rates(tmp_path, capsys):
     with pytest.raises(SystemExit):
         fcr.main(["--results", str(tmp_path / "missing.json")])
     assert "cannot read a dak bench e2e JSON" in capsys.readouterr().err
+
+
+def test_copy_overheads_sweep_the_per_copy_start_up_instead(tmp_path, capsys):
+    """--copy-overheads prices the rows with copy_op_overhead_s at each candidate: the rows' own value
+    (the preset's) prices them as the rate sweep does at the preset's rate; a far larger one does not."""
+    prof = PRESETS["h100-sxm-s32"]
+    path = _results(tmp_path, prof.host_bandwidth_ce, ratios=(0.02,))
+    rows = fcr.rows_of([str(path)])
+    got = fcr.price(rows, prof.copy_op_overhead_s, "copy_op_overhead_s")
+    assert got == fcr.price(rows, prof.host_bandwidth_ce) and got[0][2] == pytest.approx(1.0, rel=1e-9)
+    far = fcr.price(rows, 1e-3, "copy_op_overhead_s")  # 1 ms a copy: re-planned or priced well above
+    assert far[0][2] is None or far[0][2] > 1.2
+    us = prof.copy_op_overhead_s * 1e6
+    assert fcr.main(["--results", str(path), "--copy-overheads", f"{us},1000"]) == 0
+    out = capsys.readouterr().out
+    assert f"{us:6.2f} us: 1 of 1 plans kept, within 10% 1 of 1, median predicted/measured 1.000" in out
+    for bad in ("slow", "-1"):
+        with pytest.raises(SystemExit):
+            fcr.main(["--results", str(path), "--copy-overheads", bad])
+        assert "--copy-overheads" in capsys.readouterr().err
+
