@@ -11,7 +11,8 @@ row the rate re-plans is only counted (its prediction would be for a placement t
 
 The thirty-third session set `h100-sxm`'s rate to 52 GB/s from this (calibrate's one 256 MiB copy
 measured 48.7 GB/s; the decode step's chained copies price better at 52). `--copy-overheads 13.9,7`
-sweeps the per-copy start-up instead (the thirty-eighth session: 7 us re-plans 7 of H107/H114/H121's rows).
+sweeps the per-copy start-up instead (the thirty-eighth session: at 7 us every one of H114/H121's
+six `h100-sxm` rows re-plans; H123 measures).
 """
 
 import argparse

@@ -102,16 +102,18 @@ H122) # (thirty-eighth session, after every tests/*_gpu.py file passed on the H1
     files=$(ls tests/test_*.py | grep -v '_gpu\.py$')
     step 480 python3 -u -m pytest -q -p no:cacheprovider --maxfail=5 -rfE $files
     ;;
-H123) # (thirty-eighth session, an H100) the h100-sxm preset over-predicts its link-bound rows: predicted/measured
-    # 1.10-1.12 at 10/20% (H107/H114), 1.07-1.09 for H121's old-pricing plan; its 13.9 us per copy is the H200's
-    # fit. At 7 us (benchmarks/profiles/h100-sxm-copy7.json) 7 batch-8 rows re-plan (`benchmarks/fit_ce_rate.py
-    # --results <H107, H114, H121 JSONs> --copy-overheads 13.9,7`); each row under both profiles, in the same call;
-    # rule: if the copy7 plans are not slower on any row and faster on most, set copy_op_overhead_s = 7 us in h100-sxm
+H123) # (thirty-eighth session, an H100) h100-sxm (52 GB/s, 13.9 us of start-up per copy, the H200's fitted value)
+    # over-predicts its link-bound batch-8 rows: predicted/measured 1.02-1.07 on H114's six rows at 10/20%, 1.07-1.09
+    # on H121's old-pricing plan of Llama-2-7B at 5% (which then loses to a plan that runs 4% slower). At 7 us
+    # (benchmarks/profiles/h100-sxm-copy7.json) those six rows re-plan (`benchmarks/fit_ce_rate.py --results <H114,
+    # H121 JSONs> --copy-overheads 13.9,10,7`), 13 of the 24 rows of Llama-2-7B, Llama-3-8B, OPT-6.7B and OPT-30B in
+    # all; seven of them under both profiles, in the same call; rule: if the copy7 plans are not slower on any row
+    # and faster on most, set copy_op_overhead_s = 7 us in h100-sxm (then run the other six)
     e2e="python3 -m dak bench e2e --batch 8 --systems dak-consolidated"
     for prof in h100-sxm benchmarks/profiles/h100-sxm-copy7.json; do
         tag=$(basename "$prof" .json)
         step 150 $e2e --models llama-2-7b,opt-6.7b --ratios 5,10,20 --hardware "$prof" --out "$OUT/e2e-h123-$tag.json"
-        step 60 $e2e --models llama-3-8b --ratios 20 --hardware "$prof" --out "$OUT/e2e-h123-l3-$tag.json"
+        step 60 $e2e --models llama-3-8b --ratios 10,20 --hardware "$prof" --out "$OUT/e2e-h123-l3-$tag.json"
     done
     ;;
 H104) # (thirty-first session, after the last call) min_new_tokens holds EOS back inside the decode graphs (a
