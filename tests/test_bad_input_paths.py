@@ -102,6 +102,12 @@ def test_scoring_forward_refuses_bad_ids_with_a_message():
             with pytest.raises(ValueError, match=msg):
                 model(input_ids=ids, use_cache=False)
         assert torch.equal(model(ok, use_cache=False).logits.float(), ref)  # still works after the refusals
+        assert not model.training and not any(m.training for m in model.modules())  # offloaded in eval mode
+        with pytest.raises(RuntimeError, match="inference-only model: its split kernels have no backward"):
+            model.train()  # what a fine-tuning loop calls first: refused, not a torch error at backward()
+        assert not any(m.training for m in model.modules())  # nothing switched to train mode
+        assert model.eval() is model and model.train(False) is model and not model.training
+        assert torch.equal(model(ok, use_cache=False).logits.float(), ref)
     finally:
         model.dak_free()
 

@@ -165,6 +165,7 @@ def offload(model: str | nn.Module, *, hbm_budget=None, hardware: str | Hardware
     model.forward = types.MethodType(_scoring_forward(model.forward), model)
     model.generate = types.MethodType(_generate, model)
     model.dak_free = types.MethodType(_free, model)
+    model.train = types.MethodType(_eval_only(model.train), model)
     return model
 
 
@@ -256,6 +257,18 @@ def _scoring_forward(hf_forward):
         finally:
             self.config._attn_implementation = impl
     return forward
+
+
+def _eval_only(hf_train):
+    """model.train: eval mode (train(False), what eval() calls) as before; train mode is refused,
+    since the split kernels have no backward pass (offloaded weights never require grad)."""
+    def train(self, mode: bool = True):
+        if mode:
+            raise RuntimeError("dak.offload gives an inference-only model: its split kernels have no backward "
+                               "pass, so it cannot train; fine-tune the model before offloading it, then offload "
+                               "the result (model.eval() and train(False) are fine)")
+        return hf_train(False)
+    return train
 
 
 def _free(self) -> None:
