@@ -18,6 +18,7 @@ import sys
 from ..defaults import DEFAULT_FUSE_PROJECTIONS, DEFAULT_KV_AHEAD, DEFAULT_KV_BUCKETS, DEFAULT_POLICY
 from ..units import format_bandwidth, format_bytes, format_time, parse_ratio
 from .plan import _int
+from .prompts import prompt_ids, streamer, tokenizer
 
 CPU_MODEL = "tiny-llama"
 SLOW_INTERPRETER_LEN = 128  # prompt + new tokens beyond which the CPU run is noted as slow
@@ -116,7 +117,7 @@ def run(args) -> int:
     ratio = None if args.host_ratio is None else parse_ratio(args.host_ratio)
     if args.stream and (args.prompt is None or len(args.prompt) != 1):
         raise ValueError("--stream prints one prompt's text as it comes: give exactly one --prompt")
-    ids, lengths = _prompt_ids(args.prompt, model_name, batch, plen, seed)
+    ids, lengths = prompt_ids(args.prompt, model_name, batch, plen, seed)
     plen = ids.shape[1]
     if model_name != args.model:  # the CPU stand-in runs these lengths for the requested model: its limits hold
         from ..models.spec import check_positions
@@ -144,10 +145,10 @@ def run(args) -> int:
                         fuse_projections=args.fuse_projections, strict_budget=args.strict_budget)
     try:
         out = model.generate(ids, max_new_tokens=glen, do_sample=args.sample, **stop, **penalty,
-                             prompt_lengths=lengths, streamer=_streamer(model_name) if args.stream else None)
+                             prompt_lengths=lengths, streamer=streamer(model_name) if args.stream else None)
         texts = []
         if args.prompt is not None:
-            tok = _tokenizer(model_name)
+            tok = tokenizer(model_name)
             for b in range(len(args.prompt)):  # each prompt without its padding, then its new tokens
                 n = plen if lengths is None else int(lengths[b])
                 texts.append(tok.decode(out[b, :n].tolist() + out[b, plen:].tolist(), skip_special_tokens=True))
@@ -250,59 +251,3 @@ def report(pl, res, batch: int, graphs: bool) -> str:
                  + ("" if f["measured_over_predicted"] is None else
                     f", measured/predicted {f['measured_over_predicted']:.2f}"))
     return "\n".join(lines)
-
-
-class _FirstRow:
-    """Hands the first request's ids to HF's TextStreamer (which takes one sequence)."""
-
-    def __init__(self, streamer):
-        self.streamer = streamer
-
-    def put(self, ids):
-        self.streamer.put(ids[:1])
-
-    def end(self):
-        self.streamer.end()
-
-
-def _streamer(model_name: str):
-    from transformers import TextStreamer
-    return _FirstRow(TextStreamer(_tokenizer(model_name), skip_prompt=True, skip_special_tokens=True))
-
-
-def _tokenizer(model_name: str):
-    if not os.path.isdir(model_name):
-        raise ValueError("--prompt needs a local checkpoint folder with a tokenizer; built-in names have none")
-    names = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json", "vocab.json", "tiktoken.model")
-    if not any(os.path.exists(os.path.join(model_name, n)) for n in names):
-        raise ValueError(f"--prompt needs a tokenizer, and {model_name} has no tokenizer files ({', '.join(names[:3])}, "
-                         f"...): copy the checkpoint's tokenizer files into it, or drop --prompt for random ids")
-    from transformers import AutoTokenizer
-    try:
-        return AutoTokenizer.from_pretrained(model_name, local_files_only=True)
-    except (OSError, ValueError) as e:
-        raise ValueError(f"no usable tokenizer in {model_name!r}: {e}") from None
-
-
-def _prompt_ids(prompts, model_name: str, batch: int, plen: int, seed: int):
-    """(ids, prompt lengths or None): one prompt fills the batch; several are right-padded rows
-    (the engine pads the batch with copies of the first); none: seeded random ids."""
-    import torch
-    if prompts is not None:
-        if len(prompts) > batch:
-            raise ValueError(f"{len(prompts)} prompts but --batch {batch}: raise --batch to at least {len(prompts)}")
-        tok = _tokenizer(model_name)
-        rows = [tok(text).input_ids for text in prompts]
-        for i, row in enumerate(rows):
-            if not row:
-                raise ValueError(f"prompt {i} ({prompts[i]!r}) has no tokens; give some text")
-        if len(rows) == 1:
-            return torch.tensor(rows[0])[None].expand(batch, -1).contiguous(), None
-        ids = torch.zeros(len(rows), max(map(len, rows)), dtype=torch.long)
-        for i, row in enumerate(rows):
-            ids[i, :len(row)] = torch.tensor(row)
-        return ids, torch.tensor([len(row) for row in rows])
-    from dak.models.spec import load_spec
-    vocab = load_spec(model_name).vocab_size
-    g = torch.Generator().manual_seed(seed)
-    return torch.randint(0, vocab, (batch, plen), generator=g), None

@@ -1,0 +1,62 @@
+"""``dak generate``'s text side: prompts tokenized with a checkpoint folder's tokenizer, and the
+streamer that prints the first request's new text as it is generated."""
+
+from __future__ import annotations
+
+import os
+
+
+class _FirstRow:
+    """Hands the first request's ids to HF's TextStreamer (which takes one sequence)."""
+
+    def __init__(self, streamer):
+        self.streamer = streamer
+
+    def put(self, ids):
+        self.streamer.put(ids[:1])
+
+    def end(self):
+        self.streamer.end()
+
+
+def streamer(model_name: str):
+    from transformers import TextStreamer
+    return _FirstRow(TextStreamer(tokenizer(model_name), skip_prompt=True, skip_special_tokens=True))
+
+
+def tokenizer(model_name: str):
+    if not os.path.isdir(model_name):
+        raise ValueError("--prompt needs a local checkpoint folder with a tokenizer; built-in names have none")
+    names = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json", "vocab.json", "tiktoken.model")
+    if not any(os.path.exists(os.path.join(model_name, n)) for n in names):
+        raise ValueError(f"--prompt needs a tokenizer, and {model_name} has no tokenizer files ({', '.join(names[:3])}, "
+                         f"...): copy the checkpoint's tokenizer files into it, or drop --prompt for random ids")
+    from transformers import AutoTokenizer
+    try:
+        return AutoTokenizer.from_pretrained(model_name, local_files_only=True)
+    except (OSError, ValueError) as e:
+        raise ValueError(f"no usable tokenizer in {model_name!r}: {e}") from None
+
+
+def prompt_ids(prompts, model_name: str, batch: int, plen: int, seed: int):
+    """(ids, prompt lengths or None): one prompt fills the batch; several are right-padded rows
+    (the engine pads the batch with copies of the first); none: seeded random ids."""
+    import torch
+    if prompts is not None:
+        if len(prompts) > batch:
+            raise ValueError(f"{len(prompts)} prompts but --batch {batch}: raise --batch to at least {len(prompts)}")
+        tok = tokenizer(model_name)
+        rows = [tok(text).input_ids for text in prompts]
+        for i, row in enumerate(rows):
+            if not row:
+                raise ValueError(f"prompt {i} ({prompts[i]!r}) has no tokens; give some text")
+        if len(rows) == 1:
+            return torch.tensor(rows[0])[None].expand(batch, -1).contiguous(), None
+        ids = torch.zeros(len(rows), max(map(len, rows)), dtype=torch.long)
+        for i, row in enumerate(rows):
+            ids[i, :len(row)] = torch.tensor(row)
+        return ids, torch.tensor([len(row) for row in rows])
+    from dak.models.spec import load_spec
+    vocab = load_spec(model_name).vocab_size
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(0, vocab, (batch, plen), generator=g), None
