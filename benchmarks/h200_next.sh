@@ -112,8 +112,8 @@ H123) # (thirty-eighth session, an H100) h100-sxm (52 GB/s, 13.9 us of start-up 
     e2e="python3 -m dak bench e2e --batch 8 --systems dak-consolidated"
     for prof in h100-sxm benchmarks/profiles/h100-sxm-copy7.json; do
         tag=$(basename "$prof" .json)
-        step 150 $e2e --models llama-2-7b,opt-6.7b --ratios 5,10,20 --hardware "$prof" --out "$OUT/e2e-h123-$tag.json"
-        step 60 $e2e --models llama-3-8b --ratios 10,20 --hardware "$prof" --out "$OUT/e2e-h123-l3-$tag.json"
+        step 200 $e2e --models llama-2-7b,opt-6.7b --ratios 5,10,20 --hardware "$prof" --out "$OUT/e2e-h123-$tag.json"
+        step 90 $e2e --models llama-3-8b --ratios 10,20 --hardware "$prof" --out "$OUT/e2e-h123-l3-$tag.json"
     done  # beside them, the fastest plan measured at Llama-2-7B 5% so far (H121: the old K/V pricing's, 9.00-9.12 ms)
     step 60 env DAK_ROOFLINE_KV_AHEAD=0 $e2e --models llama-2-7b --ratios 5 --out "$OUT/e2e-h123-kv0.json"
     ;;
