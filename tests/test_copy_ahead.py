@@ -239,12 +239,12 @@ def test_chained_large_n_operators_copy_once_but_the_last(flag, monkeypatch):
     mods = [m for m in _mods() if m.host_rows]
     n = 70  # a large-N token count
     x = torch.randn(n, 32).to(torch.bfloat16).to(DEV)
-    ref = [m(x) for m in mods]
     kinds = [True, True, False, True]  # the third runs the decode-size path
     for m, many in zip(mods, kinds):
         m._configs[token_bucket(n)] = KernelConfig(block_m=16, block_n=16, block_k=32, ce_share=1.0, ce_chunks=4,
                                                    ce_taper=0.5 if many else 1.0, hbm_cublas=many,
                                                    host_programs=2, hbm_programs=2)
+    ref = [m(x) for m in mods]  # the same configs, not chained yet
     with copy_ahead.record_chain() as rec:
         for m in mods:
             m(x)
@@ -254,7 +254,10 @@ def test_chained_large_n_operators_copy_once_but_the_last(flag, monkeypatch):
     first = 1 if flag == "1" else 2
     assert chunks == [(first, True), (1, True), (4, True), (2, True)]
     for m, r in zip(mods, ref):
-        assert torch.equal(m(x), r)
+        if DEV.type == "cuda":  # one copy instead of chunks: cuBLAS may multiply other shapes, so not bit for bit
+            torch.testing.assert_close(m(x).float(), r.float(), atol=1e-2, rtol=1e-2)
+        else:
+            assert torch.equal(m(x), r)
     copy_ahead.unlink(mods)
 
 
