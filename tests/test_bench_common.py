@@ -10,7 +10,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import common  # noqa: E402
 from dak.host import PinnedBuffer  # noqa: E402
-from dak.runtime_env import kernel_device  # noqa: E402
+from linear_oracle import DEV  # noqa: E402
 
 
 def test_split_kernel_call_reads_a_whole_host_weight_in_place():
@@ -18,10 +18,9 @@ def test_split_kernel_call_reads_a_whole_host_weight_in_place():
     n, m, k = 3, 80, 64
     w = (torch.randn(m, k) / k ** 0.5).to(torch.bfloat16)
     x = torch.randn(n, k).to(torch.bfloat16)
-    dev = kernel_device()  # the GPU's, or the CPU under the interpreter
     for m_h in (m, 48):
         host = PinnedBuffer.from_tensor(w[:m_h])  # host rows as dak keeps them: pinned (on a GPU), aligned
-        call = common.split_kernel_call(x.to(dev), host.tensor, w[m_h:].to(dev))
+        call = common.split_kernel_call(x.to(DEV), host.tensor, w[m_h:].to(DEV))
         y = call().cpu()
         ref = x.float() @ w.float().t()
         assert (y.float() - ref).abs().max() <= 2e-2 * ref.abs().max()

@@ -16,9 +16,7 @@ from dak.kernels import copy_ahead  # noqa: E402
 from dak.kernels.config import KernelConfig  # noqa: E402
 from dak.kernels.tuning import token_bucket  # noqa: E402
 from dak.nn import SplitLinear  # noqa: E402
-from dak.runtime_env import kernel_device  # noqa: E402
-
-DEV = kernel_device()  # the split modules' device: the GPU's, or the CPU under the interpreter
+from linear_oracle import DEV  # noqa: E402  (the split modules' device: the GPU's, or the CPU under the interpreter)
 
 
 def _mods(dtype=torch.bfloat16):

@@ -10,9 +10,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import linear_chain  # noqa: E402
 
 from dak.kernels.config import KernelConfig, finalize  # noqa: E402
-from dak.runtime_env import kernel_device  # noqa: E402
-
-DEV = kernel_device()  # the split modules' device: the GPU's, or the CPU under the interpreter
+from linear_oracle import DEV  # noqa: E402  (the split modules' device: the GPU's, or the CPU under the interpreter)
 
 
 def test_chain_check_passes_the_chain_and_catches_a_wrong_row():

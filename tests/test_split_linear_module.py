@@ -5,9 +5,7 @@ import torch
 
 from dak.nn import SplitLinear
 from dak.nn.split_linear import host_rows_for
-from dak.runtime_env import kernel_device
-
-DEV = kernel_device()  # the split module's device: the GPU's, or the CPU under the interpreter
+from linear_oracle import DEV  # the split module's device: the GPU's, or the CPU under the interpreter
 
 TOL = {torch.bfloat16: 1e-2, torch.float16: 2e-3}
 

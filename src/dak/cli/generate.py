@@ -18,7 +18,7 @@ import sys
 from ..defaults import DEFAULT_FUSE_PROJECTIONS, DEFAULT_KV_AHEAD, DEFAULT_KV_BUCKETS, DEFAULT_POLICY
 from ..units import format_bandwidth, format_bytes, format_time, parse_ratio
 from .plan import _int
-from .prompts import prompt_ids, streamer, tokenizer
+from .text import prompt_ids, streamer, tokenizer
 
 CPU_MODEL = "tiny-llama"
 SLOW_INTERPRETER_LEN = 128  # prompt + new tokens beyond which the CPU run is noted as slow
