@@ -200,3 +200,27 @@ def test_long_runs_in_the_interpreter_are_noted_before_they_start(capsys, monkey
         got = capsys.readouterr()
         assert "stopped before building" in got.err
         assert (f"{SLOW_INTERPRETER_LEN - 1} + {gen} tokens run in the interpreter for minutes" in got.out) is noted
+
+
+@pytest.mark.parametrize("np_v, tr_v, refused", [("2.4.0", "3.6.0", True), ("2.4.1", "3.5.1+git", True),
+                                                 ("2.3.5", "3.6.0", False), ("2.4.0", "3.7.0", False)])
+def test_the_interpreter_with_a_numpy_it_cannot_run_is_refused_up_front(monkeypatch, np_v, tr_v, refused):
+    """triton <= 3.6's interpreter fails on numpy >= 2.4 with a TypeError deep in a kernel: dak
+    says so, and what to install, before any kernel runs."""
+    import numpy
+    import triton
+    from dak import runtime_env
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    monkeypatch.setattr(numpy, "__version__", np_v)
+    monkeypatch.setattr(triton, "__version__", tr_v)
+    runtime_env.interpreter_problem.cache_clear()
+    try:
+        if refused:
+            with pytest.raises(RuntimeError, match=r"numpy<2.4"):
+                runtime_env.kernel_device()
+            with pytest.raises(RuntimeError, match=r"cannot run with numpy " + np_v):
+                dak.offload("tiny-llama", batch=1, max_len=8, tune=False)
+        else:
+            assert runtime_env.kernel_device().type == "cpu"
+    finally:
+        runtime_env.interpreter_problem.cache_clear()

@@ -75,6 +75,9 @@ def _peak_growth(folder: str, log: Path) -> int:
 
 
 def test_checkpoint_load_holds_one_copy_of_the_weights(tmp_path):
+    from dak.runtime_env import interpreter_problem
+    if interpreter_problem():  # e.g. a GPU machine's numpy >= 2.4: dak refuses the interpreter there
+        pytest.skip(f"the child runs Triton's interpreter, which cannot run here: {interpreter_problem()}")
     from transformers import LlamaConfig, LlamaForCausalLM
     cfg = LlamaConfig(hidden_size=1024, intermediate_size=2816, num_hidden_layers=2, num_attention_heads=8,
                       num_key_value_heads=8, vocab_size=16000, max_position_embeddings=64, tie_word_embeddings=False)
