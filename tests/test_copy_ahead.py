@@ -131,6 +131,43 @@ def test_copy_groups_split_by_size_and_never_move_twice(monkeypatch):
     assert [m._ahead.slot for m in (rec[1], rec[0], rec[2])] == [0, 1, 0]
 
 
+class _Beside:
+    """A host part that is a view of a buffer shared with its neighbour (what two small pinned
+    allocations placed back to back look like): not an arena view."""
+
+    def __init__(self, tensor):
+        self.tensor, self.freed = tensor, False
+
+    def free(self):
+        self.freed = True
+
+
+def test_operators_back_to_back_by_chance_are_still_re_homed(monkeypatch):
+    """Two operators' host rows that sit back to back in separate buffers (the likely cause of
+    H122's failure on an H100, where small pinned blocks may be placed so) are grouped like any
+    others: re-homed into one arena, the old buffers freed, values and outputs kept."""
+    from dak.kernels.copy_groups import ArenaView
+    rec, x = _ce_chain([m for m in _mods() if m.host_rows][:2])
+    before = [m(x).clone() for m in rec]
+    sizes = [m.host_rows * m.w_host.stride(0) for m in rec]
+    flat = torch.empty(sum(sizes), dtype=rec[0].dtype)
+    off = 0
+    for m, n in zip(rec, sizes):
+        view = flat[off:off + n].view(m.host_rows, m.w_host.stride(0))[:, :m.in_features]
+        view.copy_(m.w_host)
+        m._host.free()
+        m._host = _Beside(view)
+        off += n
+    assert rec[1].w_host.data_ptr() == rec[0].w_host.data_ptr() + sizes[0] * 2, "set up back to back"
+    monkeypatch.setenv("DAK_COPY_GROUP_MIB", "1")
+    old = [m._host for m in rec]
+    copy_ahead.link_chain(rec, 3)
+    assert all(o.freed for o in old) and all(isinstance(m._host, ArenaView) for m in rec)
+    assert rec[0]._ahead.group is not None and rec[0]._ahead.group is rec[1]._ahead.group
+    for m, b in zip(rec, before):
+        torch.testing.assert_close(m(x), b, rtol=0, atol=0)
+
+
 def test_wrapped_chain_keeps_its_own_slots_and_names_its_first_unit(monkeypatch):
     """$DAK_COPY_WRAP=1: every chained operator shares one Chain that owns its slots (sized at
     link time, not the process-wide shared ones) and knows its first unit (with copy groups,

@@ -104,13 +104,15 @@ def make_group(mods) -> Group | None:
     may hold their addresses: they are never moved twice)."""
     if len(mods) < 2:
         return None
-    if not _adjacent(mods):
+    arena = getattr(mods[0]._host, "arena", None)
+    if not (_adjacent(mods) and arena is not None
+            and all(isinstance(m._host, ArenaView) and m._host.arena is arena for m in mods)):
+        # not back to back in one arena (separate pinned buffers can sit back to back by
+        # chance, with no single flat view over them: they are re-homed all the same)
         if any(isinstance(m._host, ArenaView) for m in mods):
             return None
         _rehome(mods)
     first = mods[0]._host
-    if not all(isinstance(m._host, ArenaView) and m._host.arena is getattr(first, "arena", None) for m in mods):
-        return None  # adjacent by chance in separate buffers: no single flat view
     base = first.arena.flat
     total = sum(_numel(m) for m in mods)
     offsets, off = [], 0
