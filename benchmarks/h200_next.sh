@@ -43,7 +43,8 @@ tuning_cache() {  # the committed tuning cache (every decode case of bench_linea
 case "$1" in
 H124) # (thirty-ninth session, after H122/H123 on an H100 at fa7d77c) first the two tests H122 failed, with whole
     # tracebacks (test_load_memory now skips where the machine's numpy >= 2.4 stops Triton's interpreter: dak refuses
-    # it up front); then H123's profiles alternated twice on the rows that moved most (copy7 faster at Llama-2-7B 5%
+    # it up front; copy groups now re-home operators whose separate buffers sit back to back by chance, the likely
+    # cause of the copy_ahead failure: both should pass); then H123's profiles alternated twice on the rows that moved most (copy7 faster at Llama-2-7B 5%
     # by 6.6%, Llama-3-8B 10% by 3.3%; slower at Llama-2-7B 20% by 1.6%, Llama-3-8B 20% by 0.8%): rule as H123's,
     # over the means of the two runs; then the device-cache parts are packed (bash benchmarks/device_cache.sh pack)
     step 150 bash -c 'set -o pipefail; python3 -u -m pytest -q -p no:cacheprovider -rfEs --tb=long \
