@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh H125|H124|H115|H116|H117|H119|H120|H114|H112|H111|H110|H109|H107|H106|H105|H104 (calls already run: benchmarks/h200_past_calls.sh, same usage)
+#   bash benchmarks/h200_next.sh H115|H116|H117|H119|H120|H114|H112|H111|H110|H109|H107|H106|H105|H104 (calls already run: benchmarks/h200_past_calls.sh, same usage)
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -41,31 +41,6 @@ tuning_cache() {  # the committed tuning cache (every decode case of bench_linea
     cp benchmarks/results/tuning-cache-h200.json "$DAK_CACHE_DIR/split_linear.json"
 }
 case "$1" in
-H125) # (thirty-ninth session, after H124 on an H100) H124 alternated H123's profiles twice: copy7 (7 us a copy)
-    # 7.3% faster at Llama-2-7B 5%, 3.1% at Llama-3-8B 10%, 1.4% / 0.9% slower at Llama-2-7B / Llama-3-8B 20%; it
-    # predicts closer on 7 of H123's 8 rows. Of the 13 batch-8 rows copy7 re-plans, OPT-30B at 2/5/10% and the 40%
-    # rows of Llama-2-7B and OPT-6.7B are not measured: OPT-30B's three here, under both profiles, alternated
-    e2e="python3 -m dak bench e2e --batch 8 --systems dak-consolidated --models opt-30b --ratios 2,5,10"
-    step 130 $e2e --hardware benchmarks/profiles/h100-sxm-copy7.json --out "$OUT/e2e-h125-opt-30b-h100-sxm-copy7.json"
-    step 130 $e2e --hardware h100-sxm --out "$OUT/e2e-h125-opt-30b-h100-sxm.json"
-    ;;
-H124) # (thirty-ninth session, after H122/H123 on an H100 at fa7d77c) first the two tests H122 failed, with whole
-    # tracebacks (test_load_memory now skips where the machine's numpy >= 2.4 stops Triton's interpreter: dak refuses
-    # it up front; copy groups now re-home operators whose separate buffers sit back to back by chance, the likely
-    # cause of the copy_ahead failure: both should pass); then H123's profiles alternated twice on the rows that moved most (copy7 faster at Llama-2-7B 5%
-    # by 6.6%, Llama-3-8B 10% by 3.3%; slower at Llama-2-7B 20% by 1.6%, Llama-3-8B 20% by 0.8%): rule as H123's,
-    # over the means of the two runs; then the device-cache parts are packed (bash benchmarks/device_cache.sh pack)
-    step 150 bash -c 'set -o pipefail; python3 -u -m pytest -q -p no:cacheprovider -rfEs --tb=long \
-        tests/test_copy_ahead.py tests/test_load_memory.py tests/test_bad_input_paths.py 2>&1 | tee "$OUT/pytest-h124.log"'
-    e2e="python3 -m dak bench e2e --batch 8 --systems dak-consolidated"
-    for run in 1 2; do
-        for prof in benchmarks/profiles/h100-sxm-copy7.json h100-sxm; do
-            tag=$(basename "$prof" .json)
-            step 90 $e2e --models llama-2-7b --ratios 5,20 --hardware "$prof" --out "$OUT/e2e-h124-l2-$tag-$run.json"
-            step 90 $e2e --models llama-3-8b --ratios 10,20 --hardware "$prof" --out "$OUT/e2e-h124-l3-$tag-$run.json"
-        done
-    done
-    ;;
 H115) # (thirty-fourth session, an H200) the batch-8 rows whose plans or runs the new defaults change
     # (DAK_ROOFLINE_KV_AHEAD=1: host K/V priced as copied ahead; DAK_COPY_WRAP=plan: one-GEMV chains wrapped), with
     # prefetch beside, to merge into e2e-h200.json: Llama-2-7B at 5/40%, OPT-6.7B at 1/5/20/40%, OPT-30B at 1/5/10%
@@ -197,6 +172,6 @@ H109) # (thirty-second session, little device time left) the short form of H107 
     fi
     ;;
 *)  . "$(dirname "$0")/h200_past_calls.sh"  # calls already run, kept to rerun or read
-    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H125|H124|H115|H116|H117|H119|H120|H114|H112|H111|H110|H109|H107|H106|H105|H104 (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
+    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H115|H116|H117|H119|H120|H114|H112|H111|H110|H109|H107|H106|H105|H104 (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
 esac
 tail -c 3000 "$log"

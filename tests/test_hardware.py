@@ -100,10 +100,14 @@ def test_a_recorded_run_is_priced_with_the_preset_values_it_planned_with():
 
 def test_h100_runs_before_the_copy_engine_refit_are_priced_at_the_old_rate():
     from dak.hardware import run_profile
-    old, new = PRESETS["h100-sxm-s32"], PRESETS["h100-sxm"]
-    assert old.host_bandwidth_ce == 48.7e9 and new.host_bandwidth_ce == 52.0e9
-    assert dataclasses.replace(old, name=new.name, host_bandwidth_ce=new.host_bandwidth_ce) == new
+    old, s38, new = PRESETS["h100-sxm-s32"], PRESETS["h100-sxm-s38"], PRESETS["h100-sxm"]
+    assert old.host_bandwidth_ce == 48.7e9 and s38.host_bandwidth_ce == new.host_bandwidth_ce == 52.0e9
+    assert s38.copy_op_overhead_s == 13.9e-6 and new.copy_op_overhead_s == 7e-6
+    assert dataclasses.replace(old, name=s38.name, host_bandwidth_ce=s38.host_bandwidth_ce) == s38
+    assert dataclasses.replace(s38, name=new.name, copy_op_overhead_s=new.copy_op_overhead_s) == new
     assert run_profile("h100-sxm", "2026-12-05T17:32:12") == old  # H107
-    assert run_profile("h100-sxm", "2026-12-05T18:29:32") == new  # H112's new preset
+    assert run_profile("h100-sxm", "2026-12-05T18:29:32") == s38  # H112's new preset
+    assert run_profile("h100-sxm", "2026-12-06T07:57:34") == s38  # H125's last run on it
+    assert run_profile("h100-sxm", "2026-12-06T09:00:00") == new
     saved = get_profile(str(Path(__file__).resolve().parents[1] / "benchmarks/profiles/h100-sxm-s32.json"))  # what H112's old runs named
     assert dataclasses.replace(saved, name=old.name) == old

@@ -24,8 +24,8 @@ GPU_PRESETS = (("GH200", "gh200"), ("H200", "h200-pcie"), ("H100 80GB HBM3", "h1
                ("RTX PRO 6000", "rtx-pro-6000"))
 # the GPU each preset describes (aliases and older values of a preset describe the same GPU)
 PRESET_GPUS = {"h200-pcie": "H200", "h200-pcie-cublas": "H200", "h200-pcie-gemv": "H200",
-               "h100-sxm": "H100 80GB HBM3", "h100-sxm-s32": "H100 80GB HBM3", "gh200": "GH200",
-               "rtx-pro-6000": "RTX PRO 6000"}
+               "h100-sxm": "H100 80GB HBM3", "h100-sxm-s32": "H100 80GB HBM3", "h100-sxm-s38": "H100 80GB HBM3",
+               "gh200": "GH200", "rtx-pro-6000": "RTX PRO 6000"}
 
 
 def preset_for_gpu(gpu: str | None) -> str | None:
