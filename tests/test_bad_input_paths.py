@@ -204,7 +204,7 @@ def test_long_runs_in_the_interpreter_are_noted_before_they_start(capsys, monkey
 
 @pytest.mark.parametrize("np_v, tr_v, refused", [("2.4.0", "3.6.0", True), ("2.4.1", "3.5.1+git", True),
                                                  ("2.3.5", "3.6.0", False), ("2.4.0", "3.7.0", False)])
-def test_the_interpreter_with_a_numpy_it_cannot_run_is_refused_up_front(monkeypatch, np_v, tr_v, refused):
+def test_the_interpreter_with_a_numpy_it_cannot_run_is_refused_up_front(monkeypatch, capsys, np_v, tr_v, refused):
     """triton <= 3.6's interpreter fails on numpy >= 2.4 with a TypeError deep in a kernel: dak
     says so, and what to install, before any kernel runs."""
     import numpy
@@ -215,12 +215,18 @@ def test_the_interpreter_with_a_numpy_it_cannot_run_is_refused_up_front(monkeypa
     monkeypatch.setattr(triton, "__version__", tr_v)
     runtime_env.interpreter_problem.cache_clear()
     try:
+        from dak.switches import check_environment
+        warned = [w for w in check_environment()[0] if "numpy<2.4" in w]
         if refused:
             with pytest.raises(RuntimeError, match=r"numpy<2.4"):
                 runtime_env.kernel_device()
             with pytest.raises(RuntimeError, match=r"cannot run with numpy " + np_v):
                 dak.offload("tiny-llama", batch=1, max_len=8, tune=False)
+            assert len(warned) == 1 and "planning still works" in warned[0], "every dak command warns first"
+            assert main(["generate", "--model", "tiny-llama", "--host-ratio", "0.5", "--batch", "1",
+                         "--prompt-len", "4", "--gen-len", "2"]) == 2, "an error line, not a traceback"
+            assert "dak: error: TRITON_INTERPRET=1 is set" in capsys.readouterr().err
         else:
-            assert runtime_env.kernel_device().type == "cpu"
+            assert runtime_env.kernel_device().type == "cpu" and not warned
     finally:
         runtime_env.interpreter_problem.cache_clear()

@@ -23,7 +23,7 @@ import weakref
 
 import torch
 
-from dak.runtime_env import interpreting
+from dak.runtime_env import EnvironmentProblem, interpreting
 
 TMA_ALIGN = 16
 # 'alloc': cudaHostAlloc through cuda-bindings (falls back to 'register' without it);
@@ -56,7 +56,7 @@ _CUDA_HOST_ALLOC_WRITE_COMBINED = 4
 
 def _cudart():
     if not torch.cuda.is_available():
-        raise RuntimeError(
+        raise EnvironmentProblem(
             "pinned host memory needs a CUDA GPU (torch.cuda.is_available() is False); "
             "set TRITON_INTERPRET=1 to test on the CPU with unpinned buffers"
         )

@@ -15,6 +15,11 @@ from .shares import env_flag, fused_layer_enabled  # noqa: F401 (re-exported: sw
 KERNEL_DTYPES = (torch.bfloat16, torch.float16)
 
 
+class EnvironmentProblem(RuntimeError):
+    """This machine cannot run dak's kernels as asked (no GPU, an interpreter that cannot run):
+    the message says what to change. The CLI prints it as an error, without a traceback."""
+
+
 def interpreting() -> bool:
     """True when Triton kernels run in the CPU interpreter (TRITON_INTERPRET=1)."""
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
@@ -42,15 +47,15 @@ def interpreter_problem() -> str:
 def kernel_device() -> torch.device:
     """The device that holds HBM-resident tensors: cuda, or cpu under the interpreter.
 
-    Raises RuntimeError with what to do when neither a GPU nor the interpreter is available.
+    Raises EnvironmentProblem with what to do when neither a GPU nor the interpreter is available.
     """
     if interpreting():
         problem = interpreter_problem()
         if problem:
-            raise RuntimeError(problem)
+            raise EnvironmentProblem(problem)
         return torch.device("cpu")
     if not torch.cuda.is_available():
-        raise RuntimeError(
+        raise EnvironmentProblem(
             "dak's split kernels need a CUDA GPU and none is visible "
             "(torch.cuda.is_available() is False). Run on a GPU machine, or set "
             "TRITON_INTERPRET=1 to run the Triton kernels slowly on the CPU for testing."

@@ -172,6 +172,10 @@ def check_environment(environ=None) -> tuple[list[str], list[str]]:
     if environ.get("DAK_GEMV_SILU") == "1" and environ.get("DAK_HBM_GEMV") == "0":  # as shares.gemv_silu_enabled
         errors.append("DAK_GEMV_SILU=1 fuses SiLU * up into dak's GEMV, which DAK_HBM_GEMV=0 turns off: "
                       "unset one of them")
+    if environ is os.environ:  # the interpreter is checked where kernels run (kernel_device); warn up front
+        from .runtime_env import interpreter_problem, interpreting
+        if interpreting() and interpreter_problem():
+            warnings.append(interpreter_problem() + " (planning still works; running kernels is refused)")
     return warnings + moot(environ), errors
 
 

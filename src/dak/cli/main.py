@@ -2,7 +2,8 @@
 
 Each subcommand module provides ``add_parser(subparsers)`` (which sets
 ``func=run`` on its parser) and ``run(args) -> int``.  Any ``ValueError``
-raised from bad input (or ``OSError`` from a path it cannot read or write) becomes ``dak: error: ...`` on
+raised from bad input (or ``OSError`` from a path it cannot read or write, or
+``dak.runtime_env.EnvironmentProblem`` from a machine that cannot run the kernels) becomes ``dak: error: ...`` on
 stderr with exit code 2, and so does a $DAK_*
 switch set to a value it does not accept (dak.switches; a name dak does not read is a warning).
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..runtime_env import EnvironmentProblem
 from . import bench, calibrate, env, generate, info, plan
 
 SUBCOMMANDS = (plan, generate, calibrate, bench, info, env)
@@ -38,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return int(args.func(args) or 0)
-    except ValueError as e:
+    except (ValueError, EnvironmentProblem) as e:
         print(f"dak: error: {e}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # e.g. `dak plan ... | head`
