@@ -174,8 +174,9 @@ def check_environment(environ=None) -> tuple[list[str], list[str]]:
                       "unset one of them")
     if environ is os.environ:  # the interpreter is checked where kernels run (kernel_device); warn up front
         from .runtime_env import interpreter_problem, interpreting
-        if interpreting() and interpreter_problem():
-            warnings.append(interpreter_problem() + " (planning still works; running kernels is refused)")
+        problem = interpreting() and interpreter_problem()
+        if problem:
+            warnings.append(problem + " (planning still works; running kernels is refused)")
     return warnings + moot(environ), errors
 
 
