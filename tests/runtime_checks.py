@@ -39,10 +39,10 @@ def tie_tolerance(best: torch.Tensor) -> torch.Tensor:
 
 def check_tokens(hf, seq, steps):
     """dak's token at every step is HF's greedy choice, or ties it within two fp16 steps (`hf` on the
-    CPU; dak's tokens may come from the GPU)."""
-    seq = seq.cpu()
+    CPU or the GPU, `seq` on either: HF runs where its weights are, the check runs on the CPU)."""
     with torch.no_grad():
-        logits = hf(seq).logits.float()
+        logits = hf(seq.to(next(hf.parameters()).device)).logits.float().cpu()
+    seq = seq.cpu()
     exact = 0
     for t in range(steps):
         ref = logits[:, PROMPT + t - 1]
