@@ -3,6 +3,16 @@
 # (step, ab, curves_ab, cache_vs_fresh) and $OUT, $log are set. past_call NAME runs one; unknown names return 2.
 past_call() {
 case "$1" in
+H126) # (ran: fortieth session at 48b294f on an H100, twice, with H126b (OPT-30B 5%, same plan) and H126d (OPT-6.7B 10%, order 8, 4, 4, 8) inline; e2e-h126*-s40-h100.json: 8 buckets 1.079x / 1.012x / 1.023x slower on the re-planned rows, 0.991x on OPT-30B: 4 stays) (fortieth session, an H100) H116 on the H100: 8 KV-length buckets against 4 (the default) on the batch-8
+    # rows whose h100-sxm plans they change (Llama-2-7B at 5/10%, OPT-6.7B at 10%), order 4, 8, 8, 4 so that neither
+    # always runs first; if 8 is faster on every row here and in H116 (H200), raise DEFAULT_KV_BUCKETS
+    e2e="python3 -m dak bench e2e --batch 8 --systems dak-consolidated"
+    for kb in 4 8 8 4; do
+        run=$([ -e "$OUT/e2e-h126-llama-2-7b-kv$kb-1.json" ] && echo 2 || echo 1)
+        step 70 $e2e --models llama-2-7b --ratios 5,10 --kv-buckets $kb --out "$OUT/e2e-h126-llama-2-7b-kv$kb-$run.json"
+        step 45 $e2e --models opt-6.7b --ratios 10 --kv-buckets $kb --out "$OUT/e2e-h126-opt-6.7b-kv$kb-$run.json"
+    done
+    ;;
 H125) # (ran: thirty-ninth session at 9bfdf96 on an H100, with H125b (OPT-30B 5/10%, order swapped) and H125c (the 40% rows) inline; e2e-h125*-s39-h100.json: h100-sxm now has 7 us) (thirty-ninth session, after H124 on an H100) H124 alternated H123's profiles twice: copy7 (7 us a copy)
     # 7.3% faster at Llama-2-7B 5%, 3.1% at Llama-3-8B 10%, 1.4% / 0.9% slower at Llama-2-7B / Llama-3-8B 20%; it
     # predicts closer on 7 of H123's 8 rows. Of the 13 batch-8 rows copy7 re-plans, OPT-30B at 2/5/10% and the 40%
