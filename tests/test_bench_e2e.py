@@ -121,6 +121,10 @@ def test_tiny_model_through_every_system(tmp_path):
         for f in ROW_FIELDS:
             assert f in r, (system, f)
         assert r["token_agreement"] == 1.0 and r["first_mismatch_step"] == -1, (system, x)
+        # every system's prefill logits against the first one's: the same math, fp16 rounding apart
+        assert r["first_logits_reference"] == "dak-greedy" and r["first_logits_err"] < 2e-2, (system, x)
+        assert r["first_token_gap"] <= 2 * r["first_logits_err"] + 1e-7, (system, x)
+    assert by[("dak-greedy", 0.0)]["first_logits_err"] == 0.0  # the reference itself
     ten = {s: by[(s, 0.1)] for s in ("dak-greedy", "dak-streamed", "dak-uniform", "prefetch", "uva")}
     need = ten["dak-greedy"]["required_host_bytes"]
     assert need > 0 and all(r["host_bytes"] >= need for r in ten.values())
@@ -143,6 +147,30 @@ def test_tiny_model_through_every_system(tmp_path):
     again = tmp_path / "again.json"  # a merged file merged once more keeps the runs it came from
     assert main(["bench", "e2e", "--replot", f"{merged},{out}", "--out", str(again)]) == 0
     assert len(json.loads(again.read_text())["merged_from"]) == 3
+
+
+def test_first_logits_check_tells_a_near_tie_from_a_wrong_result():
+    from dak.bench.e2e import _first_logits
+    g = torch.Generator().manual_seed(7)
+    ref = torch.randn(3, 11, generator=g)
+    ref[1, 2], ref[1, 5] = ref.max() + 1.0, ref.max() + 1.0 - 1e-3  # request 1: two best logits 1e-3 apart
+    refs, key = {}, ("m", 3, 4, 4)
+    first = {"system": "a"}
+    _first_logits(first, key, ref, ref.argmax(-1), refs)  # the first system is the reference
+    assert (first["first_logits_err"], first["first_token_gap"], first["first_logits_reference"]) == (0.0, 0.0, "a")
+    # a near-tie flipped by a rounding of 2e-3
+    near = ref.clone()
+    near[1, 5] += 2e-3
+    row = {"system": "b"}
+    _first_logits(row, key, near, near.argmax(-1), refs)
+    scale = float(ref.abs().max())
+    assert row["first_logits_reference"] == "a" and row["first_logits_err"] == pytest.approx(2e-3 / scale, rel=1e-3)
+    assert 0 < row["first_token_gap"] <= 2 * row["first_logits_err"]
+    # a wrong result: logits of another input; its tokens sit far below the reference's best
+    wrong = torch.randn(3, 11, generator=g)
+    row = {"system": "c"}
+    _first_logits(row, key, wrong, wrong.argmax(-1), refs)
+    assert row["first_logits_err"] > 0.2 and row["first_token_gap"] > 0.1
 
 
 def test_merged_rows_keep_the_later_run_of_a_case_and_say_which_run():

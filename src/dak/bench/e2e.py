@@ -14,7 +14,13 @@ Row metrics (bytes per decode step from the planner's operator inventory):
   (its measured curves if it has any, else the roofline), plus the profile's per-layer
   overhead of the small kernels between operators; predicted_over_measured;
 - token_agreement: share of generated tokens equal to the first system run on that model and
-  batch (the weights are identical, so the math is; bf16 near-ties can still flip a token).
+  batch (the weights are identical, so the math is; bf16 near-ties can still flip a token, and
+  a flipped token changes the rest of its request's tokens);
+- first_logits_err: max |logits - reference logits| / max |reference logits| at the prompts'
+  last token (what the first generated token is chosen from), against the first system run in
+  this process on that model and batch (first_logits_reference); first_token_gap: how far below
+  the reference's best logit the system's first tokens are, in the same unit (0 when they are the
+  reference's choice; a near-tie flip stays <= 2 x first_logits_err, a wrong result does not).
 Results go to JSON after every case, so a cut-short run keeps what it measured.
 """
 
@@ -62,7 +68,16 @@ def _agreement(tokens: torch.Tensor, ref: torch.Tensor) -> tuple[float, int]:
     return float(same.float().mean()), int(diff[0]) if len(diff) else -1
 
 
-def _metrics(row: dict, runs: list, built, refs: dict) -> None:
+def _first_logits(row: dict, key: tuple, logits: torch.Tensor, first: torch.Tensor, refs: dict) -> None:
+    """first_logits_err and first_token_gap against the first logits recorded for `key` (see above)."""
+    ref_system, ref = refs.setdefault(key + ("logits",), (row["system"], logits))
+    scale = float(ref.abs().max()) or 1.0
+    gap = ref.max(-1).values - ref.gather(1, first[:, None].long())[:, 0]
+    row.update(first_logits_err=float((logits - ref).abs().max()) / scale,
+               first_token_gap=float(gap.max()) / scale, first_logits_reference=ref_system)
+
+
+def _metrics(row: dict, runs: list, built, refs: dict, logits: torch.Tensor | None = None) -> None:
     tpot = statistics.median(r[2] for r in runs)
     traffic = row["weight_traffic"] + row["kv_traffic"]
     pl = built.placement
@@ -88,6 +103,8 @@ def _metrics(row: dict, runs: list, built, refs: dict) -> None:
     })
     if pl is not None:
         row["hbm_bytes"] = pl.hbm_bytes
+    if logits is not None:
+        _first_logits(row, key, logits, tokens[:, 0], refs)
 
 
 def run_case(c: Case, cfg: E2EConfig, refs: dict, log=print) -> dict:
@@ -112,7 +129,9 @@ def run_case(c: Case, cfg: E2EConfig, refs: dict, log=print) -> dict:
         if c.kind != "real-capacity" and torch.cuda.is_available():
             built.run(ids, min(2, w.gen_len))  # warm-up: compiles, graph capture, cuBLAS heuristics
         runs = [built.run(ids, w.gen_len) for _ in range(repeats)]
-        _metrics(row, runs, built, refs)
+        check = built.first_logits is not None and c.kind != "real-capacity"  # (no second system to compare)
+        logits = built.first_logits(ids) if check else None  # after the timed runs
+        _metrics(row, runs, built, refs, logits)
     except AccelerateUnavailable as e:
         row.update(status="unavailable", note=str(e))
     except (RuntimeError, ValueError) as e:  # OOM, an infeasible build: recorded, the run goes on
@@ -149,7 +168,12 @@ def _line(r: dict) -> str:
     return head + (f"TPOT {1e3 * r['tpot_s']:.2f} ms (bound {1e3 * r['bound_s']:.2f}, EB/bound "
                    f"{r['eb_over_bound']:.2f}{'' if pred is None else f', pred/meas {pred:.2f}'}) TTFT "
                    f"{1e3 * r['ttft_s']:.1f} ms EB {r['eb'] / 1e9:.0f} GB/s host {r['host_bytes'] / 1e9:.2f} GB "
-                   f"tokens {100 * r['token_agreement']:.0f}% [{r['wall_s']:.0f}s]")
+                   f"tokens {100 * r['token_agreement']:.0f}%{_logits_note(r)} [{r['wall_s']:.0f}s]")
+
+
+def _logits_note(r: dict) -> str:
+    err = r.get("first_logits_err")
+    return "" if err is None else f" (first logits err {err:.1e}, token gap {r['first_token_gap']:.1e})"
 
 
 def run_e2e(cfg: E2EConfig, log=print) -> dict:

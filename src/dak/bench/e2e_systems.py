@@ -6,7 +6,8 @@
   modules swapped (`dak.baselines.e2e`), KV cache in HBM, the same Engine and CUDA graph.
 - accelerate: HF + accelerate's device_map offload, eager HF generate (`dak.baselines.hf_accelerate`).
 
-All of them get the same seeded weights (`dak.runtime.build.fill_random`), so their tokens can be compared.
+All of them get the same seeded weights (`dak.runtime.build.fill_random`), so their tokens can be compared,
+and their logits at the prompt's last token (`Built.first_logits`: the first generated token is chosen from them).
 """
 
 from __future__ import annotations
@@ -31,6 +32,17 @@ class Built:
     graphs: bool = False
     extra: dict = field(default_factory=dict)
     engine: object = None          # the dak Engine it decodes with (None: accelerate)
+    first_logits: Callable | None = None  # ids (B, L) -> fp32 logits (B, V) at the last prompt token, CPU
+
+
+def _engine_logits(engine):
+    """The engine's prefill logits for full-length prompts (its own prefill path: graphed or chunked)."""
+    def first_logits(ids):
+        b, n = ids.shape
+        plen = torch.full((b,), n, dtype=torch.int32, device=engine.device)
+        with torch.no_grad():
+            return engine.prefill(ids.to(engine.device, torch.long), plen).float().cpu()
+    return first_logits
 
 
 def _engine_run(engine):
@@ -65,7 +77,7 @@ def build_dak(case: Case, cfg: E2EConfig) -> Built:
         model = dak.offload(case.model, hbm_budget=case.budget, policy=case.system.removeprefix("dak-"), **kw)
     pl = model.dak_placement
     return Built(_engine_run(model.dak_engine), model.dak_free, pl, pl.host_bytes, model.dak_engine.graphs,
-                 {"fused_groups": model.dak_fused}, model.dak_engine)
+                 {"fused_groups": model.dak_fused}, model.dak_engine, _engine_logits(model.dak_engine))
 
 
 def build_swapped(case: Case, cfg: E2EConfig) -> Built:
@@ -84,7 +96,7 @@ def build_swapped(case: Case, cfg: E2EConfig) -> Built:
         extra, info["staging_bytes"], info["fused_groups"] = pre.free, pre.staging_bytes, pre.fused
     engine = Engine(model, kv)
     return Built(_engine_run(engine), _free_model(model, kv, extra), case.placement,
-                 case.placement.host_bytes, engine.graphs, info, engine)
+                 case.placement.host_bytes, engine.graphs, info, engine, _engine_logits(engine))
 
 
 def build_accelerate(case: Case, cfg: E2EConfig) -> Built:
@@ -96,8 +108,12 @@ def build_accelerate(case: Case, cfg: E2EConfig) -> Built:
     def run(ids, gen_len):
         return timed_generate(model, ids, gen_len, device)
 
+    def first_logits(ids):
+        with torch.no_grad():
+            return model(ids.to(device)).logits[:, -1].float().cpu()
+
     cpu_modules = sum(1 for v in device_map.values() if v == "cpu")
-    return Built(run, lambda: None, None, on_cpu, False, {"device_map_cpu_entries": cpu_modules})
+    return Built(run, lambda: None, None, on_cpu, False, {"device_map_cpu_entries": cpu_modules}, None, first_logits)
 
 
 REGISTRY: dict[str, Callable[[Case, E2EConfig], Built]] = {
