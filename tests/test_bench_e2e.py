@@ -82,6 +82,8 @@ def test_dry_run_cli(capsys):
     assert "kv ahead True" in out  # the default; --no-kv-ahead turns it off
     assert main(["bench", "e2e", "--dry-run", "--models", "opt-6.7b", "--ratios", "2", "--no-kv-ahead"]) == 0
     assert "kv ahead False" in capsys.readouterr().out
+    assert main(["bench", "e2e", "--dry-run", "--models", "opt-6.7b", "--ratios", "2", "--fp32-reference"]) == 0
+    assert ", fp32 reference" in capsys.readouterr().out
     assert main(["bench", "e2e", "--dry-run", "--models", "opt-6.7b", "--ratios", "0,2.5%"]) == 0
     percent = capsys.readouterr().out  # "2.5%" is 2.5 percent, as "2.5"
     assert main(["bench", "e2e", "--dry-run", "--models", "opt-6.7b", "--ratios", "0,2.5"]) == 0
@@ -255,3 +257,52 @@ def test_fused_projections_in_every_system_keep_the_tokens(tmp_path):
         assert r["status"] == "ok", (system, r["note"])
         assert r["token_agreement"] == 1.0 and r["first_mismatch_step"] == -1, system
     assert on["dak-consolidated"]["tokens"] == off["dak-consolidated"]["tokens"]  # the reference system
+
+
+def test_fp32_reference_agrees_with_dak_and_tells_other_weights_apart(tmp_path):
+    """--fp32-reference: HF's fp32 model over the same seeded weights (tied OPT table, untied Llama)."""
+    from dak.bench.e2e import _compare, prompts, run_e2e
+    from dak.bench.e2e_reference import fp32_first_logits
+    from dak.models.spec import load_config
+    cfg = E2EConfig(models=("tiny-opt", "tiny-llama"), batches=(2,), prompt_len=5, gen_len=3, ratios=(0.3,),
+                    systems=("dak-consolidated",), dtype="fp16", repeats=1, fp32_reference=True,
+                    out=str(tmp_path / "e2e.json"), plot=None)
+    logs = []
+    rows = run_e2e(cfg, log=logs.append)["rows"]
+    assert len(rows) == 2 and sum("fp32 reference on the" in line for line in logs) == 2
+    for r in rows:
+        assert r["status"] == "ok", r["note"]
+        assert r["fp32_reference"].startswith("fp32 reference on the"), r["model"]
+        assert 0 < r["fp32_logits_err"] < 5e-3, r["model"]  # fp16 rounding, not other weights
+        assert r["fp32_token_gap"] <= 2 * r["fp32_logits_err"] + 1e-7, r["model"]
+    _, tiny = load_config("tiny-opt")
+    ids = prompts(tiny["vocab_size"], 2, 5, 0)
+    same, _ = fp32_first_logits(tiny, ids, 0)
+    other, _ = fp32_first_logits(tiny, ids, 1)
+    assert _compare(other, other.argmax(-1), same)[0] > 0.2  # another seed's weights: far off
+
+
+def test_fp32_reference_goes_where_it_fits_or_says_why_not():
+    from dak.bench.e2e_reference import reference_device
+    gib = 2**30
+    assert reference_device(10 * gib, 40 * gib, 100 * gib)[0].type == "cuda"
+    assert reference_device(50 * gib, 40 * gib, 200 * gib)[0].type == "cpu"
+    assert reference_device(50 * gib, None, 200 * gib)[0].type == "cpu"
+    device, why = reference_device(120 * gib, 70 * gib, 128 * gib)
+    assert device is None and "needs 120.0 GiB" in why and "70.0 GiB free HBM" in why
+    assert "no GPU" in reference_device(8 * gib, None, None)[1]
+
+
+def test_a_failing_fp32_reference_is_recorded_and_the_run_goes_on(tmp_path, monkeypatch):
+    import dak.bench.e2e_reference as reference
+    from dak.bench.e2e import run_e2e
+
+    def fail(*a, **kw):
+        raise RuntimeError("CUDA out of memory. Tried to allocate 26.00 GiB\nmore lines")
+    monkeypatch.setattr(reference, "fp32_first_logits", fail)
+    cfg = E2EConfig(models=("tiny-llama",), batches=(2,), prompt_len=4, gen_len=2, ratios=(0.0,),
+                    systems=("dak-consolidated",), dtype="fp16", repeats=1, fp32_reference=True,
+                    out=str(tmp_path / "e2e.json"), plot=None)
+    row, = run_e2e(cfg, log=lambda *a: None)["rows"]
+    assert row["status"] == "ok" and "fp32_logits_err" not in row
+    assert row["fp32_reference"] == "fp32 reference failed: RuntimeError: CUDA out of memory. Tried to allocate 26.00 GiB"

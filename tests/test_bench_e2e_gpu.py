@@ -20,7 +20,7 @@ def test_tiny_models_through_every_system_with_graphs(tmp_path):
     from dak.bench.e2e import run_e2e
     # tiny-mistral has 4 layers (prefetch stages layer 0 during the last one), tiny-llama 3 (it does not)
     cfg = E2EConfig(models=("tiny-mistral", "tiny-llama"), batches=(3,), prompt_len=5, gen_len=24,
-                    ratios=(0.0, 0.1, 0.5), dtype="fp16", repeats=2, out=str(tmp_path / "e2e.json"),
+                    ratios=(0.0, 0.1, 0.5), dtype="fp16", repeats=2, fp32_reference=True, out=str(tmp_path / "e2e.json"),
                     plot=str(tmp_path / "e2e.png"))
     rows = run_e2e(cfg)["rows"]
     ran = [r for r in rows if r["status"] == "ok"]
@@ -40,6 +40,8 @@ def test_tiny_models_through_every_system_with_graphs(tmp_path):
         # the prefill logits agree within fp16 rounding; a first token that differs is a near-tie
         assert r["first_logits_err"] < 2e-2, (r["model"], r["system"], r["x_req"])
         assert r["first_token_gap"] <= 2 * r["first_logits_err"] + 1e-6, (r["model"], r["system"], r["x_req"])
+        assert r["fp32_reference"] == "fp32 reference on the GPU" and r["fp32_logits_err"] < 2e-2, r["system"]
+        assert r["fp32_token_gap"] <= 2 * r["fp32_logits_err"] + 1e-6, (r["model"], r["system"], r["x_req"])
         if r["x_req"]:
             assert r["host_bytes"] >= r["required_host_bytes"] > 0
 

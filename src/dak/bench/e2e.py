@@ -20,7 +20,9 @@ Row metrics (bytes per decode step from the planner's operator inventory):
   last token (what the first generated token is chosen from), against the first system run in
   this process on that model and batch (first_logits_reference); first_token_gap: how far below
   the reference's best logit the system's first tokens are, in the same unit (0 when they are the
-  reference's choice; a near-tie flip stays <= 2 x first_logits_err, a wrong result does not).
+  reference's choice; a near-tie flip stays <= 2 x first_logits_err, a wrong result does not);
+- fp32_logits_err, fp32_token_gap: the same against HF's model in float32 over the same weights
+  (`--fp32-reference`, dak.bench.e2e_reference; fp32_reference says where it ran or why not).
 Results go to JSON after every case, so a cut-short run keeps what it measured.
 """
 
@@ -68,13 +70,38 @@ def _agreement(tokens: torch.Tensor, ref: torch.Tensor) -> tuple[float, int]:
     return float(same.float().mean()), int(diff[0]) if len(diff) else -1
 
 
-def _first_logits(row: dict, key: tuple, logits: torch.Tensor, first: torch.Tensor, refs: dict) -> None:
-    """first_logits_err and first_token_gap against the first logits recorded for `key` (see above)."""
-    ref_system, ref = refs.setdefault(key + ("logits",), (row["system"], logits))
+def _compare(logits: torch.Tensor, first: torch.Tensor, ref: torch.Tensor) -> tuple[float, float]:
+    """(max |logits - ref|, how far below ref's best logit the tokens `first` sit), over max |ref|."""
     scale = float(ref.abs().max()) or 1.0
     gap = ref.max(-1).values - ref.gather(1, first[:, None].long())[:, 0]
-    row.update(first_logits_err=float((logits - ref).abs().max()) / scale,
-               first_token_gap=float(gap.max()) / scale, first_logits_reference=ref_system)
+    return float((logits - ref).abs().max()) / scale, float(gap.max()) / scale
+
+
+def _first_logits(row: dict, key: tuple, logits: torch.Tensor, first: torch.Tensor, refs: dict) -> None:
+    """first_logits_err and first_token_gap against the first logits recorded for `key`, and
+    fp32_logits_err / fp32_token_gap against the fp32 reference where one was computed (see above)."""
+    ref_system, ref = refs.setdefault(key + ("logits",), (row["system"], logits))
+    err, gap = _compare(logits, first, ref)
+    row.update(first_logits_err=err, first_token_gap=gap, first_logits_reference=ref_system)
+    fp32 = refs.get(key + ("fp32",))
+    if fp32 is not None:
+        row["fp32_reference"] = fp32[0]
+        if fp32[1] is not None:
+            row["fp32_logits_err"], row["fp32_token_gap"] = _compare(logits, first, fp32[1])
+
+
+def _fp32_reference(c: Case, cfg: E2EConfig, refs: dict, log) -> None:
+    """The fp32 first-token logits of `c`'s model, batch and prompts, once per key (dak.bench.e2e_reference)."""
+    from dak.bench.e2e_reference import fp32_first_logits
+    w = c.workload
+    key = (c.model, w.batch, w.prompt_len, w.gen_len, "fp32")
+    if key not in refs:
+        try:
+            logits, note = fp32_first_logits(c.cfg, prompts(c.spec.vocab_size, w.batch, w.prompt_len, cfg.seed), cfg.seed)
+        except (RuntimeError, ValueError) as e:  # OOM and the like: recorded, the run goes on without it
+            logits, note = None, f"fp32 reference failed: {type(e).__name__}: {str(e).splitlines()[0][:200]}"
+        refs[key] = (note, logits)
+        log(f"  {c.model} B={w.batch}: {note}")
 
 
 def _metrics(row: dict, runs: list, built, refs: dict, logits: torch.Tensor | None = None) -> None:
@@ -173,7 +200,11 @@ def _line(r: dict) -> str:
 
 def _logits_note(r: dict) -> str:
     err = r.get("first_logits_err")
-    return "" if err is None else f" (first logits err {err:.1e}, token gap {r['first_token_gap']:.1e})"
+    if err is None:
+        return ""
+    fp32 = "" if r.get("fp32_logits_err") is None else \
+        f"; vs fp32 {r['fp32_logits_err']:.1e}, gap {r['fp32_token_gap']:.1e}"
+    return f" (first logits err {err:.1e}, token gap {r['first_token_gap']:.1e}{fp32})"
 
 
 def run_e2e(cfg: E2EConfig, log=print) -> dict:
@@ -193,6 +224,8 @@ def run_e2e(cfg: E2EConfig, log=print) -> dict:
     def record(cases):
         for c in cases:
             row = _reuse(c, payload["rows"]) if c.same_as else None
+            if row is None and cfg.fp32_reference and not c.skip and c.kind != "real-capacity":
+                _fp32_reference(c, cfg, refs, log)  # before the case is built: the HBM is free
             payload["rows"].append(row or run_case(c, cfg, refs, log))
             write_json(cfg.out, payload)
 

@@ -66,6 +66,7 @@ class E2EConfig:
     out: str = "benchmarks/results/e2e.json"
     plot: str | None = None
     append: bool = False               # add to the rows already in `out` (split a sweep over commands)
+    fp32_reference: bool = False       # first-token logits also against HF in fp32 (dak.bench.e2e_reference)
 
     def __post_init__(self):
         hardware, note = resolve_hardware(self.hardware)
@@ -224,7 +225,8 @@ def describe(cases: list[Case], cfg: E2EConfig) -> str:
            f"{'bound':>11}{'est.':>8}  note")
     lines = [f"dak bench e2e: {len(cases)} cases on {cfg.hardware}, prompt {cfg.prompt_len}, "
              f"gen {cfg.gen_len}, {cfg.dtype}, repeats {cfg.repeats}, tune {cfg.tune}, kv buckets {cfg.kv_buckets}, "
-             f"kv ahead {cfg.kv_ahead}, fused projections {cfg.fuse_projections}", hdr, "-" * len(hdr)]
+             f"kv ahead {cfg.kv_ahead}, fused projections {cfg.fuse_projections}"
+             + (", fp32 reference" if cfg.fp32_reference else ""), hdr, "-" * len(hdr)]
     total = 0.0
     for c in cases:
         est = estimate_s(c, cfg.repeats)

@@ -56,6 +56,8 @@ def add_parser(sub) -> None:
     e.add_argument("--rc-margin", default="1GiB", help="HBM kept free beyond 1.5x the prefill workspace")
     e.add_argument("--out", default=None, help=f"result JSON (default {d.out})")
     e.add_argument("--plot", default=None, help="PNG of EB vs offload ratio per model (needs matplotlib)")
+    e.add_argument("--fp32-reference", action="store_true", help="also compare every system's first-token "
+                   "logits with HF's model in float32 over the same weights (on the GPU, or the CPU, where it fits)")
     e.add_argument("--append", action="store_true", help="keep the rows already in --out and add these "
                    "(split a sweep over several commands; the summary and plot cover all rows)")
     e.add_argument("--replot", default=None, metavar="JSON[,JSON...]", help="run nothing: summarize earlier "
@@ -92,7 +94,8 @@ def config_from(args):
         real_capacity=args.real_capacity,
         rc_batch=_int("--rc-batch", args.rc_batch), rc_prompt_len=_int("--rc-prompt-len", args.rc_prompt_len),
         rc_gen_len=_int("--rc-gen-len", args.rc_gen_len), rc_systems=_list(args.rc_systems),
-        rc_margin=parse_size(args.rc_margin), out=args.out or E2EConfig.out, plot=args.plot, append=args.append)
+        rc_margin=parse_size(args.rc_margin), out=args.out or E2EConfig.out, plot=args.plot, append=args.append,
+        fp32_reference=args.fp32_reference)
 
 
 def replot(paths: str, out: str | None, png: str | None) -> int:
