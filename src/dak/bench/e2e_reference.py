@@ -20,18 +20,6 @@ import torch
 GPU_SHARE, RAM_SHARE = 0.85, 0.5
 
 
-def available_ram() -> int | None:
-    """MemAvailable of /proc/meminfo in bytes (None where there is none)."""
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        return None
-    return None
-
-
 def reference_device(need: int, free_gpu: int | None, free_ram: int | None) -> tuple[torch.device | None, str]:
     """(where an fp32 model of `need` bytes runs, why not when None)."""
     if free_gpu is not None and need <= GPU_SHARE * free_gpu:
@@ -47,11 +35,12 @@ def reference_device(need: int, free_gpu: int | None, free_ram: int | None) -> t
 def fp32_first_logits(cfg: dict, ids: torch.Tensor, seed: int) -> tuple[torch.Tensor | None, str]:
     """(fp32 logits (B, V) at the last prompt token on the CPU, or None; a note: where it ran or why not)."""
     from dak.runtime.build import _materialise_rest, fill_random, skeleton
+    from dak.runtime.memory import host_available
     from dak.runtime.offload import hf_config
     model = skeleton(hf_config(cfg), torch.float32)
     need = 4 * sum(p.numel() for p in model.parameters())
     free_gpu = torch.cuda.mem_get_info()[0] if torch.cuda.is_available() else None
-    device, why = reference_device(need, free_gpu, available_ram())
+    device, why = reference_device(need, free_gpu, host_available())
     if device is None:
         return None, why
     try:

@@ -38,7 +38,8 @@ def within_budget(pl, spec: ModelSpec, replan, kv_ahead: bool = DEFAULT_KV_AHEAD
                      f"{rounds} rounds; lower the budget a little or drop strict_budget")
 
 
-def _host_available() -> int | None:
+def host_available() -> int | None:
+    """MemAvailable of /proc/meminfo in bytes (None where there is none)."""
     try:
         with open("/proc/meminfo") as fh:
             for line in fh:
@@ -89,7 +90,7 @@ def check_memory(placement, kv_host_bytes: int, device: torch.device, kv_staging
     """Refuse, before anything is pinned or allocated, a plan this machine cannot hold.
     kv_staging_bytes: HBM the attention's copy-engine path stages (not in the plan either)."""
     need_host = placement.host_bytes + kv_host_bytes
-    avail = _host_available()
+    avail = host_available()
     if avail is not None and need_host > avail:
         raise ValueError(f"the plan pins {format_bytes(need_host)} of host memory but only "
                          f"{format_bytes(avail)} is available; raise hbm_budget or lower batch/max_len")
