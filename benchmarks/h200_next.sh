@@ -52,9 +52,14 @@ H115) # (thirty-fourth session, an H200) the batch-8 rows whose plans or runs th
     ;;
 H127) # (fortieth session, an H100, when no H200 comes) H122 again at the current code: every test file but
     # `*_gpu.py` in one process on the GPU (918 passed, 0 failed at ab825d4); the CPU-written end-to-end files share
-    # `check_tokens`, which the fortieth session changed (HF runs where its weights are). The whole log to $OUT
+    # `check_tokens`, which the fortieth session changed (HF runs where its weights are). The whole log to $OUT.
+    # Then the bench's new logits checks: its GPU test (fp32 reference on the GPU) and Llama-2-7B at 5% with
+    # `--fp32-reference`: is dak's bf16 as close to HF's fp32 as prefetch's and UVA's (torch) bf16?
     files=$(ls tests/test_*.py | grep -v '_gpu\.py$')
-    step 500 bash -c "python3 -u -m pytest -q -p no:cacheprovider --maxfail=5 -rfE $(echo $files) 2>&1 | tee $OUT/suite-on-gpu.log"
+    step 330 bash -c "python3 -u -m pytest -q -p no:cacheprovider --maxfail=5 -rfE $(echo $files) 2>&1 | tee $OUT/suite-on-gpu.log"
+    step 90 python3 -u -m pytest -q -p no:cacheprovider tests/test_bench_e2e_gpu.py
+    step 100 python3 -m dak bench e2e --models llama-2-7b --batch 8 --ratios 5 --systems dak-consolidated,prefetch,uva \
+        --fp32-reference --out "$OUT/e2e-h127-fp32-reference.json"
     ;;
 H116) # (thirty-fourth session, an H200) H96 found 8 KV-length buckets 0-1% faster than 4 with host K/V priced in
     # place; priced as copied (the new default) the bucket count moves plans too: 8 re-plans OPT-30B at 5/10% and
