@@ -49,7 +49,12 @@ def fp32_first_logits(cfg: dict, ids: torch.Tensor, seed: int) -> tuple[torch.Te
             model.tie_weights()  # materialised one module at a time: tie them again, as dak's tables are
         fill_random(model, seed)
         model.eval()
-        logits = model(ids.to(device, torch.long)).logits[:, -1].float().cpu()
+        ids = ids.to(device, torch.long)
+        try:  # the last position's logits only (batch 512 x 32 tokens x 32000 in fp32 would be 2 GiB)
+            out = model(ids, logits_to_keep=1)
+        except TypeError:  # an HF version without it
+            out = model(ids)
+        logits = out.logits[:, -1].float().cpu()
     finally:
         del model
         gc.collect()
