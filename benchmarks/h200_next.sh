@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh H115|H116|H127|H117|H119|H120|H114|H112|H111|H110|H109|H107|H106|H105|H104 (calls already run: benchmarks/h200_past_calls.sh, same usage)
+#   bash benchmarks/h200_next.sh H115|H116|H128|H127|H117|H119|H120|H114|H112|H111|H110|H109|H107|H106|H105|H104 (calls already run: benchmarks/h200_past_calls.sh, same usage)
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -60,6 +60,14 @@ H127) # (fortieth session, an H100, when no H200 comes) H122 again at the curren
     step 90 python3 -u -m pytest -q -p no:cacheprovider tests/test_bench_e2e_gpu.py
     step 100 python3 -m dak bench e2e --models llama-2-7b --batch 8 --ratios 5 --systems dak-consolidated,prefetch,uva \
         --fp32-reference --out "$OUT/e2e-h127-fp32-reference.json"
+    ;;
+H128) # (fortieth session, an H200) batch 512: on today's `h200-pcie` the planner predicts prefetch faster than every
+    # dak policy for OPT-30B at 5% (91.9 against consolidated 96.5 ms; at N = 512 the linears are compute-bound, where
+    # staging + cuBLAS may win), where the thirteenth session measured dak 1.07x faster on old code; Llama-2-7B at 5%
+    # beside it (predicted 24.9 against 28.1). If prefetch wins, dak should offer its staging at large N
+    e2e="python3 -m dak bench e2e --batch 512 --systems dak-consolidated,prefetch"
+    step 260 $e2e --models opt-30b --ratios 5 --out "$OUT/e2e-h128-opt-30b-bs512.json"
+    step 200 $e2e --models llama-2-7b --ratios 5 --out "$OUT/e2e-h128-llama-2-7b-bs512.json"
     ;;
 H116) # (thirty-fourth session, an H200) H96 found 8 KV-length buckets 0-1% faster than 4 with host K/V priced in
     # place; priced as copied (the new default) the bucket count moves plans too: 8 re-plans OPT-30B at 5/10% and
