@@ -62,9 +62,9 @@ H127) # (fortieth session, an H100, when no H200 comes) H122 again at the curren
         --fp32-reference --out "$OUT/e2e-h127-fp32-reference.json"
     ;;
 H128) # (fortieth session, an H200) batch 512: on today's `h200-pcie` the planner predicts prefetch faster than every
-    # dak policy for OPT-30B at 5% (91.9 against consolidated 96.5 ms; at N = 512 the linears are compute-bound, where
-    # staging + cuBLAS may win), where the thirteenth session measured dak 1.07x faster on old code; Llama-2-7B at 5%
-    # beside it (predicted 24.9 against 28.1). If prefetch wins, dak should offer its staging at large N
+    # dak policy for OPT-30B at 5% (91.9 against consolidated 96.5 ms; both link-bound at about 91 ms of link, priced
+    # by different models), where the thirteenth session measured dak 1.07x faster on old code; Llama-2-7B at 5%
+    # beside it (predicted 24.9 against 28.1). If prefetch wins, its placement or schedule is what dak lacks there
     e2e="python3 -m dak bench e2e --batch 512 --systems dak-consolidated,prefetch"
     step 260 $e2e --models opt-30b --ratios 5 --out "$OUT/e2e-h128-opt-30b-bs512.json"
     step 200 $e2e --models llama-2-7b --ratios 5 --out "$OUT/e2e-h128-llama-2-7b-bs512.json"
