@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh H115|H116|H128|H127|H117|H119|H120|H114|H112|H111|H110|H109|H107|H106|H105|H104 (calls already run: benchmarks/h200_past_calls.sh, same usage)
+#   bash benchmarks/h200_next.sh H115|H116|H128|H129|H127|H117|H119|H120|H114|H112|H111|H110|H109|H107|H106|H105|H104 (calls already run: benchmarks/h200_past_calls.sh, same usage)
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -49,6 +49,15 @@ H115) # (thirty-fourth session, an H200) the batch-8 rows whose plans or runs th
     step 120 $e2e --models llama-2-7b --ratios 5,40 --out "$OUT/e2e-h115-llama-2-7b.json"
     step 200 $e2e --models opt-6.7b --ratios 1,5,20,40 --out "$OUT/e2e-h115-opt-6.7b.json"
     step 200 $e2e --models opt-30b --ratios 1,5,10 --out "$OUT/e2e-h115-opt-30b.json"
+    ;;
+H129) # (forty-first session, an H100) H127's three failures were test-side or a label: rerun those tests, then
+    # batch 512 on the one issue model that fits an H100 (Llama-2-7B; OPT-30B needs an H200: H128): greedy against
+    # uniform (target >= 1.3x at x <= 40%) and dak against prefetch and UVA, where `h100-sxm` predicts dak
+    # consolidated 25.9 ms, uniform 31.9, prefetch 39.2 at 5%
+    step 150 python3 -u -m pytest -q -p no:cacheprovider -rfE tests/test_bench_e2e_gpu.py \
+        tests/test_cli.py::test_kv_buckets_reach_the_planner tests/test_calibrate_plan.py::test_cli_dry_run_and_refusal
+    step 330 python3 -m dak bench e2e --models llama-2-7b --batch 512 --ratios 5,20,40 \
+        --systems dak-greedy,dak-uniform,dak-consolidated,prefetch,uva --out "$OUT/e2e-h129-llama-2-7b-bs512.json"
     ;;
 H127) # (fortieth session, an H100, when no H200 comes) H122 again at the current code: every test file but
     # `*_gpu.py` in one process on the GPU (918 passed, 0 failed at ab825d4); the CPU-written end-to-end files share

@@ -188,7 +188,7 @@ def test_kv_buckets_reach_the_planner(capsys, monkeypatch):
     steps = []
     for kb in ("1", "4", "64"):
         assert main(["plan", "--model", "llama-2-7b", "--hbm-budget", str(budget), "--batch", "8", "--prompt-len",
-                     "32", "--gen-len", "32", "--kv-buckets", kb, "--json"]) == 0
+                     "32", "--gen-len", "32", "--kv-buckets", kb, "--hardware", "h200-pcie", "--json"]) == 0
         out = json.loads(capsys.readouterr().out)
         assert out["workload"]["kv_buckets"] == int(kb)
         assert sum(o["host_bytes"] for o in out["ops"] if o["name"].endswith("attention")) > 0

@@ -60,4 +60,4 @@ def fp32_first_logits(cfg: dict, ids: torch.Tensor, seed: int) -> tuple[torch.Te
         gc.collect()
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
-    return logits, f"fp32 reference on the {device.type.upper()}"
+    return logits, f"fp32 reference on the {'GPU' if device.type == 'cuda' else device.type.upper()}"
