@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh H115|H116|H128|H129|H127|H117|H119|H120|H114|H112|H111|H110|H109|H107|H106|H105|H104 (calls already run: benchmarks/h200_past_calls.sh, same usage)
+#   bash benchmarks/h200_next.sh H115|H116|H128|H131|H129|H127|H117|H119|H120|H114|H112|H111|H110|H109|H107|H106|H105|H104 (calls already run: benchmarks/h200_past_calls.sh, same usage)
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -49,6 +49,25 @@ H115) # (thirty-fourth session, an H200) the batch-8 rows whose plans or runs th
     step 120 $e2e --models llama-2-7b --ratios 5,40 --out "$OUT/e2e-h115-llama-2-7b.json"
     step 200 $e2e --models opt-6.7b --ratios 1,5,20,40 --out "$OUT/e2e-h115-opt-6.7b.json"
     step 200 $e2e --models opt-30b --ratios 1,5,10 --out "$OUT/e2e-h115-opt-30b.json"
+    ;;
+H131) # (forty-first session, an H100) H130's profile of Llama-2-7B at batch 512, 5%: the link idles 7.6 of 33 ms
+    # per step, mostly while attention runs (prefetch, a layer of slack, idles 0.4). Is it the two slots (a layer's
+    # K/V copy waits for the attention two staged layers back; a linear's copy for the GEMM two operators back)?
+    # $DAK_KV_SLOTS and $DAK_COPY_SLOTS against the default, default again last; then bench rows at batch 512 and 8
+    P="python3 -u benchmarks/profile_step.py --model llama-2-7b --batch 512 --ratios 0.05 --steps 2"
+    step 60 $P --out "$OUT/step-h131-default.json"
+    step 60 env DAK_KV_SLOTS=3 $P --out "$OUT/step-h131-kv3.json"
+    step 60 env DAK_KV_SLOTS=4 $P --out "$OUT/step-h131-kv4.json"
+    step 60 env DAK_COPY_SLOTS=4 $P --out "$OUT/step-h131-copy4.json"
+    step 60 env DAK_KV_SLOTS=4 DAK_COPY_SLOTS=4 $P --out "$OUT/step-h131-both4.json"
+    step 60 $P --out "$OUT/step-h131-default-2.json"
+    e2e="python3 -m dak bench e2e --models llama-2-7b --systems dak-consolidated"
+    for run in 1 2; do
+        step 60 $e2e --batch 512 --ratios 5 --out "$OUT/e2e-h131-bs512-default-$run.json"
+        step 60 env DAK_KV_SLOTS=4 $e2e --batch 512 --ratios 5 --out "$OUT/e2e-h131-bs512-kv4-$run.json"
+        step 60 $e2e --batch 8 --ratios 5,10 --out "$OUT/e2e-h131-bs8-default-$run.json"
+        step 60 env DAK_KV_SLOTS=4 $e2e --batch 8 --ratios 5,10 --out "$OUT/e2e-h131-bs8-kv4-$run.json"
+    done
     ;;
 H129) # (forty-first session, an H100) H127's three failures were test-side or a label: rerun those tests, then
     # batch 512 on the one issue model that fits an H100 (Llama-2-7B; OPT-30B needs an H200: H128): greedy against

@@ -143,6 +143,16 @@ def test_engine_with_kv_ahead_gives_the_in_place_tokens_and_needs_the_token_writ
         got = engine.generate(ids.to(engine.device), max_new_tokens=new)
         assert copies and set(copies) == {per_layer}, f"DAK_KV_PAIR_COPY={pair}: copies per layer {set(copies)}"
         assert torch.equal(got.tokens.cpu(), want[:, prompt:].cpu())
+    monkeypatch.setenv("DAK_KV_PAIR_COPY", "0")
+    monkeypatch.setenv("DAK_KV_SLOTS", "3")  # a layer's slot is reused three staged layers later
+    engine = Engine(model, model.dak_kv, graphs=False, kv_buckets=1, kv_ahead=True)
+    assert [(a.slot, a.next) for a in (model.dak_kv.ahead[i] for i in range(layers))] == [(0, 1), (1, 2), (2, None)]
+    got = engine.generate(ids.to(engine.device), max_new_tokens=new)
+    assert torch.equal(got.tokens.cpu(), want[:, prompt:].cpu())
+    monkeypatch.setenv("DAK_KV_SLOTS", "5")
+    with pytest.raises(ValueError, match="DAK_KV_SLOTS"):
+        Engine(model, model.dak_kv, graphs=False, kv_buckets=1, kv_ahead=True)
+    monkeypatch.delenv("DAK_KV_SLOTS")
     Engine(model, model.dak_kv, graphs=False, kv_buckets=1, kv_ahead=False)  # unlinked
     assert model.dak_kv.ahead is None
     model.dak_free()

@@ -203,6 +203,13 @@ def copy_slot_count() -> int:
     return _env_int("DAK_COPY_SLOTS", 2, 2, 8)
 
 
+def kv_slot_count() -> int:
+    """HBM slots of KV copy-ahead: 2, or $DAK_KV_SLOTS (2 to 4) for experiments. A layer's copy
+    waits for the attention `slots` staged layers back, so more slots let it start during the
+    attention before it (batch 512: the link idled through attention with two)."""
+    return _env_int("DAK_KV_SLOTS", 2, 2, 4)
+
+
 def copy_wrap_mode() -> bool | None:
     """$DAK_COPY_WRAP: '1' wraps every copy-ahead chain: its last copy of a step refills its first
     operator's slot for the next step (dak.kernels.copy_ahead; priced by dak.planner.stream.wrapped);

@@ -73,6 +73,7 @@ SWITCHES: tuple[Switch, ...] = (
     Switch("DAK_COPY_SLOTS", "2", (2, 8), "experiment", "staging slots of the copy-ahead chain"),
     Switch("DAK_COPY_GROUP_MIB", "0", (0, 4096), "experiment",
            "copy-ahead copies grouped up to this many MiB (0: off)"),
+    Switch("DAK_KV_SLOTS", "2", (2, 4), "experiment", "HBM slots of KV copy-ahead"),
     Switch("DAK_KV_COPY_STREAM", "own", ("own", "shared"), "experiment",
            "host K/V copies on their own stream or the linears' copy stream"),
     Switch("DAK_PIN_METHOD", "alloc", ("alloc", "alloc-wc", "register", "thp"), "experiment",

@@ -32,7 +32,7 @@ from dak.kernels.buffers import shared_buffer
 from dak.kernels.copy_ahead import active
 from dak.kernels.split_attention_ce import ce_requests, copy_kv_rows
 from dak.kernels.streams import side_stream
-from dak.shares import kv_copy_stream_name, kv_pair_copy
+from dak.shares import kv_copy_stream_name, kv_pair_copy, kv_slot_count
 
 _STEP: contextvars.ContextVar = contextvars.ContextVar("dak_kv_ahead_step", default=None)
 
@@ -47,7 +47,7 @@ class Link:
 
 def link(kv, q_heads: int) -> int:
     """Link the layers of `kv` (a DakKV whose attention is prepared for its batch and `q_heads`)
-    whose decode attention stages host requests; size the two slots. Returns how many."""
+    whose decode attention stages host requests; size the slots (two, or $DAK_KV_SLOTS). Returns how many."""
     staged = []
     for layer, (cache, _) in enumerate(kv.where):
         cfg = cache.configs.get((kv.batch, q_heads))
@@ -57,12 +57,13 @@ def link(kv, q_heads: int) -> int:
         n = ce_requests(cfg, min(kv.batch, cache.host_requests))
         if n:
             staged.append((layer, n))
-    kv.ahead = {layer: Link(n, i % 2, staged[i + 1][0] if i + 1 < len(staged) else None)
+    slots = kv_slot_count()
+    kv.ahead = {layer: Link(n, i % slots, staged[i + 1][0] if i + 1 < len(staged) else None)
                 for i, (layer, n) in enumerate(staged)}
     if staged:
         cache = kv.where[staged[0][0]][0]
         numel = max(n for _, n in staged) * cache.kv_heads * cache.max_len * cache.head_dim
-        for slot in (0, 1):
+        for slot in range(slots):
             shared_buffer(f"kv-ahead slot {slot}", kv.device, cache.dtype, 2 * numel)
     return len(staged)
 

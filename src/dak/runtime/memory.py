@@ -66,9 +66,10 @@ def kv_host_bytes_for(placement, spec: ModelSpec) -> int:
 def kv_staging_bytes_for(placement, spec: ModelSpec, kv_ahead: bool = DEFAULT_KV_AHEAD) -> int:
     """HBM the attention's copy-engine path stages, which the plan does not count: one layer's
     host K/V for each distinct host-request count (DakKV), and with kv_ahead two more slots of
-    the largest."""
+    the largest (or $DAK_KV_SLOTS)."""
+    from dak.shares import kv_slot_count
     per_request, host_req = _kv_per_layer(placement, spec)
-    return per_request * (sum(set(host_req)) + (2 * max(host_req, default=0) if kv_ahead else 0))
+    return per_request * (sum(set(host_req)) + (kv_slot_count() * max(host_req, default=0) if kv_ahead else 0))
 
 
 def staging_bytes_for(placement) -> int:
