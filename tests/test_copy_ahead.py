@@ -74,6 +74,32 @@ def test_more_slots_from_the_environment(monkeypatch):
             copy_slot_count()
 
 
+def test_a_many_token_decode_chain_gets_four_slots_and_prefill_two(monkeypatch):
+    """Default slots: two up to 64 tokens, four above (a batch-512 decode step: the copy of an
+    operator no longer waits for a GEMM behind attention); a prefill's own chain keeps two;
+    $DAK_COPY_SLOTS overrides both."""
+    from dak.shares import MANY_TOKEN_COPY_SLOTS, copy_slot_count
+    monkeypatch.delenv("DAK_COPY_SLOTS", raising=False)
+    assert (copy_slot_count(), copy_slot_count(64), copy_slot_count(65), copy_slot_count(512)) == (2, 2, 4, 4)
+    assert MANY_TOKEN_COPY_SLOTS == 4
+    mods = [m for m in _mods() if m.host_rows]
+    x = torch.randn(3, 32).to(torch.bfloat16).to(DEV)
+    for m in mods:
+        for n in (3, 65):
+            m._configs[token_bucket(n)] = KernelConfig(block_m=16, block_n=16, block_k=32, ce_share=1.0,
+                                                       ce_chunks=1, host_programs=2, hbm_programs=2)
+    with copy_ahead.record_chain() as rec:
+        for m in mods:
+            m(x)
+    for n, own, want in ((3, False, [0, 1, 0, 1]), (65, False, [0, 1, 2, 3]), (65, True, [0, 1, 0, 1])):
+        assert copy_ahead.link_chain(rec, n, own_slots=own) == 4
+        assert [m._ahead.slot for m in rec] == want, (n, own)
+        copy_ahead.unlink(mods)
+    monkeypatch.setenv("DAK_COPY_SLOTS", "2")
+    assert copy_ahead.link_chain(rec, 65) == 4 and [m._ahead.slot for m in rec] == [0, 1, 0, 1]
+    copy_ahead.unlink(mods)
+
+
 def _ce_chain(mods, n=3):
     x = torch.randn(n, 32).to(torch.bfloat16).to(DEV)
     for m in mods:

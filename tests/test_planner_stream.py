@@ -11,7 +11,8 @@ from dak.models import Workload, list_operators, load_spec
 from dak.planner import plan
 from dak.planner.cost import op_time
 from dak.planner.overhead import fusion_overhead, split_overhead, step_overhead
-from dak.planner.stream import CONTENTION_NORM, STAGED_PARTS, chain_predict, chain_time, combine, uses_copy_engine
+from dak.planner.stream import (CONTENTION_NORM, STAGED_PARTS, chain_predict, chain_time, combine, staged_parts,
+                                uses_copy_engine)
 from dak.shares import ce_min_share
 
 H200 = get_profile("h200-pcie-cublas")  # one HBM rate for every operator, as these tests assume
@@ -157,6 +158,23 @@ def test_streamed_holds_the_host_share_and_its_staging_on_one_kind_set(model, x)
         shares = [p.ratio for _, p in lin]
         units = max(op.unit_bytes / op.bytes for op, _ in lin)
         assert max(shares) - min(shares) <= 2 * units + 1e-12
+
+
+def test_a_many_token_streamed_plan_reserves_four_slots_and_prefills_part(monkeypatch):
+    """Above 64 tokens the decode chain copies into four slots (dak.shares.copy_slot_count), so a
+    streamed plan at batch 512 keeps five of its largest host part in HBM, not three."""
+    monkeypatch.delenv("DAK_COPY_SLOTS", raising=False)
+    wide = Workload("decode", 512, 32, 32)
+    assert (staged_parts(W), staged_parts(wide), staged_parts(Workload("prefill", 512, 32, 0))) == (3, 5, 3)
+    spec = load_spec("llama-2-7b")
+    b = budget_for(spec, wide, 0.2, H200)
+    s = plan(spec, wide, H200, b, "streamed")
+    assert s.feasible and s.hbm_bytes <= b and s.host_bytes >= s.required_host_bytes > 0
+    parts = [p.host_bytes for op, p in zip(list_operators(spec, wide), s.ops)
+             if p.host_bytes and not op.kind.startswith("embed") and op.kind != "attention"]
+    assert parts and s.staging_bytes == 5 * max(parts)
+    monkeypatch.setenv("DAK_COPY_SLOTS", "2")
+    assert staged_parts(wide) == 3
 
 
 @pytest.mark.parametrize("model", ["llama-2-7b", "opt-6.7b", "llama-3-8b"])

@@ -196,11 +196,20 @@ def copy_stream_count() -> int:
     return _env_int("DAK_COPY_STREAMS", 1, 1, 2)
 
 
-def copy_slot_count() -> int:
-    """Staging slots of the copy-ahead chain: 2, or $DAK_COPY_SLOTS (2 to 8) for experiments.
+MANY_TOKEN_COPY_SLOTS = 4  # copy-ahead slots of a decode step of more than 64 tokens (below)
+
+
+def copy_slot_count(n_tokens: int | None = None) -> int:
+    """Staging slots of the copy-ahead chain, or $DAK_COPY_SLOTS (2 to 8) for experiments.
     Operator i's copy waits for operator i - slots to release its slot, so more slots let the
-    copies run further ahead of the compute stream (HBM: one slot per operator's host part)."""
-    return _env_int("DAK_COPY_SLOTS", 2, 2, 8)
+    copies run further ahead of the compute stream (HBM: one slot per operator's host part).
+    Two, except MANY_TOKEN_COPY_SLOTS for a decode step of `n_tokens` > 64 (dak.kernels.config.
+    MAX_DECODE_TOKENS): there, with two, down_proj's copy waited for gate_proj's GEMM, which runs
+    after attention (6 ms a step at batch 512), and the link idled through it. H100, Llama-2-7B,
+    batch 512 at 5% (H131/H132, forty-first session): 2 / 3 / 4 slots 30.4-30.7 / 28.1 / 26.0-26.2 ms,
+    the link idle 7.3 -> 2.3 ms a step; at 20% 108.6 -> 103.5 ms; batch 8 unchanged (also H113, H200)."""
+    many = n_tokens is not None and n_tokens > 64
+    return _env_int("DAK_COPY_SLOTS", MANY_TOKEN_COPY_SLOTS if many else 2, 2, 8)
 
 
 def kv_slot_count() -> int:

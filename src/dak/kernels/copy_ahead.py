@@ -110,14 +110,14 @@ def slot(device: torch.device, dtype: torch.dtype, index: int, numel: int, chain
 
 def link_chain(order: list, n_tokens: int, own_slots: bool = False) -> int:
     """Chain `order` (SplitLinears, in call order) for decode steps of `n_tokens` tokens and size
-    the staging slots (two, or $DAK_COPY_SLOTS). Operators not in `order` are unchained.
+    the staging slots (dak.shares.copy_slot_count). Operators not in `order` are unchained.
     own_slots: the chain gets slots of its own (never wrapped), so that linking it cannot grow
     the shared slots that captured graphs hold (a captured prefill). Wrapped ($DAK_COPY_WRAP=1, or
     'plan', the default, where every chained operator runs one GEMV once staged: SplitLinear.one_gemv, the
     plan's flag). Returns the chain length."""
     from dak.kernels.split_linear_ce import ce_plan
     from dak.kernels.tuning import token_bucket
-    chain, slots = [], copy_slot_count()
+    chain, slots = [], copy_slot_count(None if own_slots else n_tokens)  # prefill's own chain: two
     for mod in order:
         mod._ahead = None
         cfg = mod._configs.get(token_bucket(n_tokens))

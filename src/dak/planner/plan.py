@@ -47,7 +47,7 @@ from .curves import coverage
 from .greedy import round_to_units, solve_continuous
 from .overhead import fusion_overhead, step_overhead
 from .placement import OpPlacement, Placement
-from .stream import chain_predict, chained, staging_for, streamed
+from .stream import chain_predict, chained, staged_parts, staging_for, streamed
 
 POLICIES = ("greedy", "consolidated", "streamed", "uniform", "prefetch")
 COST_MODELS = ("auto", "roofline", "measured")
@@ -194,7 +194,8 @@ def plan(spec: ModelSpec, workload: Workload, profile: HardwareProfile, hbm_budg
                 return ks
             alt = _roofline_units(ops, R, profile, policy, workload, spare)
             return alt if predict(alt) < predict(ks) else ks
-        best = streamed(ops, R, profile, judge) if decode and policy in ("streamed", "consolidated") else None
+        best = (streamed(ops, R, profile, judge, staged_parts(workload))
+                if decode and policy in ("streamed", "consolidated") else None)
         if policy == "streamed":
             ks, reserved = (best[1], True) if best else ([0] * len(ops), False)
             if best is None:
@@ -227,7 +228,7 @@ def plan(spec: ModelSpec, workload: Workload, profile: HardwareProfile, hbm_budg
     elif workload.phase == "decode":  # the copy-ahead chain model (dak.planner.stream)
         ct, extra = chained(ops, host_parts, workload, profile, fused, kv_ahead, base)
         times, link, one_gemv = list(ct.times), ct.link_s, ct.one_gemv
-        staging = staging_for(ops, host_parts) if reserved else 0
+        staging = staging_for(ops, host_parts, staged_parts(workload)) if reserved else 0
         common["overhead_s"] += extra
     else:
         times = [op_time(op, h / op.bytes if op.bytes else 0.0, profile) for op, h in zip(ops, host_parts)]

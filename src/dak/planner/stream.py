@@ -36,8 +36,8 @@ import heapq
 import itertools
 from dataclasses import dataclass, replace
 
-from ..shares import (ONE_GEMV_LINK_SHARE, ONE_GEMV_SAVED_SHARE, ce_min_share, copy_wrap_enabled, copy_wrap_mode,
-                      gemv_enabled, one_gemv_mode)
+from ..shares import (ONE_GEMV_LINK_SHARE, ONE_GEMV_SAVED_SHARE, ce_min_share, copy_slot_count, copy_wrap_enabled,
+                      copy_wrap_mode, gemv_enabled, one_gemv_mode)
 from .cost import GEMV_MAX_TOKENS, hbm_time, op_time, runs_gemv  # noqa: F401 -- GEMV_MAX_TOKENS re-exported
 from .curves import MAX_DECODE_TOKENS, curve_for
 from .overhead import copied_ahead, fusion_overhead, split_overhead
@@ -126,6 +126,12 @@ STAGED_PARTS = 3  # two copy-ahead slots, and prefill stages the largest host pa
                   # (dak.runtime.offload.staging_bytes_for with the default knobs)
 
 
+def staged_parts(workload) -> int:
+    """Host parts the copy engine stages at once: the decode chain's slots (more for many
+    tokens: dak.shares.copy_slot_count) and prefill's largest part."""
+    return copy_slot_count(workload.batch if workload.phase == "decode" else None) + 1
+
+
 def chained(ops, host_bytes, workload, profile, fused: bool, kv_ahead: bool = False,
             base: float = 0.0) -> tuple[ChainTime, float]:
     """(chain_time, the compute side's time beyond the local times: split operators, unfused
@@ -199,11 +205,11 @@ def chain_predict(ops, host_bytes, workload, profile, fused: bool, base: float, 
     return combine(sum(ct.times) + base + extra, ct.link_s)
 
 
-def staging_for(ops, host_bytes) -> int:
-    """HBM the copy engine stages (dak.runtime.offload.staging_bytes_for): STAGED_PARTS x the
-    largest copy-engine host part."""
-    parts = [h for op, h in zip(ops, host_bytes) if uses_copy_engine(op, h)]
-    return STAGED_PARTS * max(parts, default=0)
+def staging_for(ops, host_bytes, parts: int = STAGED_PARTS) -> int:
+    """HBM the copy engine stages (dak.runtime.offload.staging_bytes_for): `parts` (staged_parts)
+    x the largest copy-engine host part."""
+    sizes = [h for op, h in zip(ops, host_bytes) if uses_copy_engine(op, h)]
+    return parts * max(sizes, default=0)
 
 
 def _free_first(ops, R: int) -> tuple[list[int], int]:
@@ -220,7 +226,7 @@ def _free_first(ops, R: int) -> tuple[list[int], int]:
     return ks, max(0, R)
 
 
-def _spread(ops, base: list[int], rest: int, kinds: frozenset) -> list[int] | None:
+def _spread(ops, base: list[int], rest: int, kinds: frozenset, parts: int = STAGED_PARTS) -> list[int] | None:
     """`base` plus an even share of `rest` bytes (and the staging it needs) over the ops of `kinds`,
     every share above the copy-engine threshold (more than `rest` when that is thinner); None
     when they cannot hold it. Shares are floored to whole units, raised to the threshold, then
@@ -228,9 +234,9 @@ def _spread(ops, base: list[int], rest: int, kinds: frozenset) -> list[int] | No
     idx = [i for i, op in enumerate(ops) if op.kind in kinds and op.bytes]
     cap = sum(ops[i].bytes for i in idx)
     biggest = max((ops[i].bytes for i in idx), default=0)
-    if not idx or cap - STAGED_PARTS * biggest <= 0:
+    if not idx or cap - parts * biggest <= 0:
         return None
-    x = rest / (cap - STAGED_PARTS * biggest)  # covers rest plus the staging of the largest host part
+    x = rest / (cap - parts * biggest)  # covers rest plus the staging of the largest host part
     if x > 1.0:
         return None
     ks = list(base)
@@ -243,7 +249,7 @@ def _spread(ops, base: list[int], rest: int, kinds: frozenset) -> list[int] | No
     top = max(ops[i].host_bytes_for(ks[i]) for i in idx)
     heap = [(ops[i].host_bytes_for(ks[i]) / ops[i].bytes, i) for i in idx if ks[i] < ops[i].units]
     heapq.heapify(heap)
-    while host - STAGED_PARTS * top < rest:
+    while host - parts * top < rest:
         if not heap:
             return None
         _, i = heapq.heappop(heap)
@@ -257,9 +263,10 @@ def _spread(ops, base: list[int], rest: int, kinds: frozenset) -> list[int] | No
     return ks
 
 
-def streamed(ops, R: int, profile, predict) -> tuple[float, list[int]] | None:
+def streamed(ops, R: int, profile, predict, parts: int = STAGED_PARTS) -> tuple[float, list[int]] | None:
     """(predicted step, units per op) of the fastest streamed placement holding R host bytes
-    besides its staging, or None when none exists. `predict(host_bytes)` -> predicted step."""
+    besides its staging (`parts` x its largest host part), or None when none exists.
+    `predict(host_bytes)` -> predicted step."""
     base, rest = _free_first(ops, R)
     if rest <= 0:
         return predict([op.host_bytes_for(k) for op, k in zip(ops, base)]), base
@@ -271,7 +278,7 @@ def streamed(ops, R: int, profile, predict) -> tuple[float, list[int]] | None:
     best = None
     for n in range(1, len(kinds) + 1):
         for combo in itertools.combinations(kinds, n):
-            ks = _spread(ops, base, rest, frozenset(combo))
+            ks = _spread(ops, base, rest, frozenset(combo), parts)
             if ks is None:
                 continue
             t = predict([op.host_bytes_for(k) for op, k in zip(ops, ks)])

@@ -74,7 +74,7 @@ def kv_staging_bytes_for(placement, spec: ModelSpec, kv_ahead: bool = DEFAULT_KV
 
 def staging_bytes_for(placement) -> int:
     """HBM the copy-engine paths of `placement`'s linears will stage, which the plan does not
-    count: the copy-ahead slots (two, or $DAK_COPY_SLOTS) of the largest host part that decode
+    count: the copy-ahead slots (dak.shares.copy_slot_count) of the largest host part that decode
     copies (untuned configs use the copy engine above `ce_min_share()`; with $DAK_COPY_GROUP_MIB
     a slot holds up to that much), plus the largest host part, which prefill (many tokens)
     stages whole."""
@@ -84,7 +84,8 @@ def staging_bytes_for(placement) -> int:
     share = ce_min_share()
     decode = max((op.host_bytes for op in parts if op.ratio > share), default=0)
     decode = max(decode, min(copy_group_bytes(), sum(op.host_bytes for op in parts if op.ratio > share)))
-    return copy_slot_count() * decode + max((op.host_bytes for op in parts), default=0)
+    slots = copy_slot_count(placement.workload.batch if placement.workload.phase == "decode" else None)
+    return slots * decode + max((op.host_bytes for op in parts), default=0)
 
 
 def check_memory(placement, kv_host_bytes: int, device: torch.device, kv_staging_bytes: int = 0) -> None:
