@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh H115|H116|H128|H131|H129|H127|H117|H119|H120|H114|H112|H111|H110|H109|H107|H106|H105|H104 (calls already run: benchmarks/h200_past_calls.sh, same usage)
+#   bash benchmarks/h200_next.sh H115|H133|H128|H116|H117|H119|H120|H114|H112|H111|H110|H109|H107|H106|H105|H104 (calls already run: benchmarks/h200_past_calls.sh, same usage)
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -50,44 +50,14 @@ H115) # (thirty-fourth session, an H200) the batch-8 rows whose plans or runs th
     step 200 $e2e --models opt-6.7b --ratios 1,5,20,40 --out "$OUT/e2e-h115-opt-6.7b.json"
     step 200 $e2e --models opt-30b --ratios 1,5,10 --out "$OUT/e2e-h115-opt-30b.json"
     ;;
-H131) # (forty-first session, an H100) H130's profile of Llama-2-7B at batch 512, 5%: the link idles 7.6 of 33 ms
-    # per step, mostly while attention runs (prefetch, a layer of slack, idles 0.4). Is it the two slots (a layer's
-    # K/V copy waits for the attention two staged layers back; a linear's copy for the GEMM two operators back)?
-    # $DAK_KV_SLOTS and $DAK_COPY_SLOTS against the default, default again last; then bench rows at batch 512 and 8
-    P="python3 -u benchmarks/profile_step.py --model llama-2-7b --batch 512 --ratios 0.05 --steps 2"
-    step 60 $P --out "$OUT/step-h131-default.json"
-    step 60 env DAK_KV_SLOTS=3 $P --out "$OUT/step-h131-kv3.json"
-    step 60 env DAK_KV_SLOTS=4 $P --out "$OUT/step-h131-kv4.json"
-    step 60 env DAK_COPY_SLOTS=4 $P --out "$OUT/step-h131-copy4.json"
-    step 60 env DAK_KV_SLOTS=4 DAK_COPY_SLOTS=4 $P --out "$OUT/step-h131-both4.json"
-    step 60 $P --out "$OUT/step-h131-default-2.json"
-    e2e="python3 -m dak bench e2e --models llama-2-7b --systems dak-consolidated"
-    for run in 1 2; do
-        step 60 $e2e --batch 512 --ratios 5 --out "$OUT/e2e-h131-bs512-default-$run.json"
-        step 60 env DAK_KV_SLOTS=4 $e2e --batch 512 --ratios 5 --out "$OUT/e2e-h131-bs512-kv4-$run.json"
-        step 60 $e2e --batch 8 --ratios 5,10 --out "$OUT/e2e-h131-bs8-default-$run.json"
-        step 60 env DAK_KV_SLOTS=4 $e2e --batch 8 --ratios 5,10 --out "$OUT/e2e-h131-bs8-kv4-$run.json"
-    done
-    ;;
-H129) # (forty-first session, an H100) H127's three failures were test-side or a label: rerun those tests, then
-    # batch 512 on the one issue model that fits an H100 (Llama-2-7B; OPT-30B needs an H200: H128): greedy against
-    # uniform (target >= 1.3x at x <= 40%) and dak against prefetch and UVA, where `h100-sxm` predicts dak
-    # consolidated 25.9 ms, uniform 31.9, prefetch 39.2 at 5%
-    step 150 python3 -u -m pytest -q -p no:cacheprovider -rfE tests/test_bench_e2e_gpu.py \
-        tests/test_cli.py::test_kv_buckets_reach_the_planner tests/test_calibrate_plan.py::test_cli_dry_run_and_refusal
-    step 330 python3 -m dak bench e2e --models llama-2-7b --batch 512 --ratios 5,20,40 \
-        --systems dak-greedy,dak-uniform,dak-consolidated,prefetch,uva --out "$OUT/e2e-h129-llama-2-7b-bs512.json"
-    ;;
-H127) # (fortieth session, an H100, when no H200 comes) H122 again at the current code: every test file but
-    # `*_gpu.py` in one process on the GPU (918 passed, 0 failed at ab825d4); the CPU-written end-to-end files share
-    # `check_tokens`, which the fortieth session changed (HF runs where its weights are). The whole log to $OUT.
-    # Then the bench's new logits checks: its GPU test (fp32 reference on the GPU) and Llama-2-7B at 5% with
-    # `--fp32-reference`: is dak's bf16 as close to HF's fp32 as prefetch's and UVA's (torch) bf16?
-    files=$(ls tests/test_*.py | grep -v '_gpu\.py$')
-    step 330 bash -c "python3 -u -m pytest -q -p no:cacheprovider --maxfail=5 -rfE $(echo $files) 2>&1 | tee $OUT/suite-on-gpu.log"
-    step 90 python3 -u -m pytest -q -p no:cacheprovider tests/test_bench_e2e_gpu.py
-    step 100 python3 -m dak bench e2e --models llama-2-7b --batch 8 --ratios 5 --systems dak-consolidated,prefetch,uva \
-        --fp32-reference --out "$OUT/e2e-h127-fp32-reference.json"
+H133) # (forty-first session, an H100 or an H200) four copy-ahead slots above 64 tokens became the default (c03d95f)
+    # on H131/H132's runs with DAK_COPY_SLOTS=4 set for the whole process: the default itself on a GPU, its test file,
+    # then batch 512 at 5/20% with every dak policy and prefetch (greedy / uniform on four slots: the 1.3x target)
+    step 90 python3 -u -m pytest -q -p no:cacheprovider tests/test_copy_ahead.py tests/test_copy_ahead_gpu.py
+    step 330 python3 -m dak bench e2e --models llama-2-7b --batch 512 --ratios 5,20 \
+        --systems dak-consolidated,dak-greedy,dak-uniform,prefetch --out "$OUT/e2e-h133-llama-2-7b-bs512.json"
+    step 60 env DAK_COPY_SLOTS=2 python3 -m dak bench e2e --models llama-2-7b --batch 512 --ratios 5 \
+        --systems dak-consolidated --out "$OUT/e2e-h133-llama-2-7b-bs512-copy2.json"
     ;;
 H128) # (fortieth session, an H200) batch 512: on today's `h200-pcie` the planner predicts prefetch faster than every
     # dak policy for OPT-30B at 5% (91.9 against consolidated 96.5 ms; both link-bound at about 91 ms of link, priced

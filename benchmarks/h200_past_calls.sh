@@ -3,6 +3,45 @@
 # (step, ab, curves_ab, cache_vs_fresh) and $OUT, $log are set. past_call NAME runs one; unknown names return 2.
 past_call() {
 case "$1" in
+H131) # (ran: forty-first session at 72fb3ee on an H100; step-h131-*-s41-h100.json, e2e-h131-*-s41-h100.json: DAK_COPY_SLOTS=4 27.77 ms a step against 32.6-32.8 (link idle 2.3 against 7.3), DAK_KV_SLOTS no gain; H132 inline confirmed it: four slots above 64 tokens are the default since c03d95f) (forty-first session, an H100) H130's profile of Llama-2-7B at batch 512, 5%: the link idles 7.6 of 33 ms
+    # per step, mostly while attention runs (prefetch, a layer of slack, idles 0.4). Is it the two slots (a layer's
+    # K/V copy waits for the attention two staged layers back; a linear's copy for the GEMM two operators back)?
+    # $DAK_KV_SLOTS and $DAK_COPY_SLOTS against the default, default again last; then bench rows at batch 512 and 8
+    P="python3 -u benchmarks/profile_step.py --model llama-2-7b --batch 512 --ratios 0.05 --steps 2"
+    step 60 $P --out "$OUT/step-h131-default.json"
+    step 60 env DAK_KV_SLOTS=3 $P --out "$OUT/step-h131-kv3.json"
+    step 60 env DAK_KV_SLOTS=4 $P --out "$OUT/step-h131-kv4.json"
+    step 60 env DAK_COPY_SLOTS=4 $P --out "$OUT/step-h131-copy4.json"
+    step 60 env DAK_KV_SLOTS=4 DAK_COPY_SLOTS=4 $P --out "$OUT/step-h131-both4.json"
+    step 60 $P --out "$OUT/step-h131-default-2.json"
+    e2e="python3 -m dak bench e2e --models llama-2-7b --systems dak-consolidated"
+    for run in 1 2; do
+        step 60 $e2e --batch 512 --ratios 5 --out "$OUT/e2e-h131-bs512-default-$run.json"
+        step 60 env DAK_KV_SLOTS=4 $e2e --batch 512 --ratios 5 --out "$OUT/e2e-h131-bs512-kv4-$run.json"
+        step 60 $e2e --batch 8 --ratios 5,10 --out "$OUT/e2e-h131-bs8-default-$run.json"
+        step 60 env DAK_KV_SLOTS=4 $e2e --batch 8 --ratios 5,10 --out "$OUT/e2e-h131-bs8-kv4-$run.json"
+    done
+    ;;
+H129) # (ran: forty-first session at cbff401 on an H100; the three tests 5 passed; e2e-h129-llama-2-7b-bs512-s41-h100.json, UVA at 40% cut by the time limit; H130 (profile_step at batch 512, 5%) inline after it) (forty-first session, an H100) H127's three failures were test-side or a label: rerun those tests, then
+    # batch 512 on the one issue model that fits an H100 (Llama-2-7B; OPT-30B needs an H200: H128): greedy against
+    # uniform (target >= 1.3x at x <= 40%) and dak against prefetch and UVA, where `h100-sxm` predicts dak
+    # consolidated 25.9 ms, uniform 31.9, prefetch 39.2 at 5%
+    step 150 python3 -u -m pytest -q -p no:cacheprovider -rfE tests/test_bench_e2e_gpu.py \
+        tests/test_cli.py::test_kv_buckets_reach_the_planner tests/test_calibrate_plan.py::test_cli_dry_run_and_refusal
+    step 330 python3 -m dak bench e2e --models llama-2-7b --batch 512 --ratios 5,20,40 \
+        --systems dak-greedy,dak-uniform,dak-consolidated,prefetch,uva --out "$OUT/e2e-h129-llama-2-7b-bs512.json"
+    ;;
+H127) # (ran: forty-first session at ddb55d9 on an H100; suite-on-gpu-h127-s41-h100.log 920 passed, 2 failed; the bench GPU test 1 failed; all three test-side or a label, fixed in cbff401; e2e-h127-fp32-reference-s41-h100.json) (fortieth session, an H100, when no H200 comes) H122 again at the current code: every test file but
+    # `*_gpu.py` in one process on the GPU (918 passed, 0 failed at ab825d4); the CPU-written end-to-end files share
+    # `check_tokens`, which the fortieth session changed (HF runs where its weights are). The whole log to $OUT.
+    # Then the bench's new logits checks: its GPU test (fp32 reference on the GPU) and Llama-2-7B at 5% with
+    # `--fp32-reference`: is dak's bf16 as close to HF's fp32 as prefetch's and UVA's (torch) bf16?
+    files=$(ls tests/test_*.py | grep -v '_gpu\.py$')
+    step 330 bash -c "python3 -u -m pytest -q -p no:cacheprovider --maxfail=5 -rfE $(echo $files) 2>&1 | tee $OUT/suite-on-gpu.log"
+    step 90 python3 -u -m pytest -q -p no:cacheprovider tests/test_bench_e2e_gpu.py
+    step 100 python3 -m dak bench e2e --models llama-2-7b --batch 8 --ratios 5 --systems dak-consolidated,prefetch,uva \
+        --fp32-reference --out "$OUT/e2e-h127-fp32-reference.json"
+    ;;
 H126) # (ran: fortieth session at 48b294f on an H100, twice, with H126b (OPT-30B 5%, same plan) and H126d (OPT-6.7B 10%, order 8, 4, 4, 8) inline; e2e-h126*-s40-h100.json: 8 buckets 1.079x / 1.012x / 1.023x slower on the re-planned rows, 0.991x on OPT-30B: 4 stays) (fortieth session, an H100) H116 on the H100: 8 KV-length buckets against 4 (the default) on the batch-8
     # rows whose h100-sxm plans they change (Llama-2-7B at 5/10%, OPT-6.7B at 10%), order 4, 8, 8, 4 so that neither
     # always runs first; if 8 is faster on every row here and in H116 (H200), raise DEFAULT_KV_BUCKETS

@@ -185,9 +185,11 @@ def check_environment(environ=None) -> tuple[list[str], list[str]]:
 # Defaults that changed, as (switch, its value before, since: ISO UTC): a recorded run made before
 # `since` ran and planned with the old value unless it set the switch itself. Thirty-fourth
 # session: host K/V priced as copied ahead (H97/H97b), one-GEMV chains wrapped (H93b).
+# Forty-first: two copy-ahead slots were the default at every token count.
 CHANGED: tuple[tuple[str, str, str], ...] = (
     ("DAK_ROOFLINE_KV_AHEAD", "0", "2026-12-05T20:30"),
     ("DAK_COPY_WRAP", "0", "2026-12-05T20:30"),
+    ("DAK_COPY_SLOTS", "2", "2026-12-06T11:30"),  # forty-first: four slots above 64 tokens (H131/H132)
 )
 
 
