@@ -231,3 +231,34 @@ def test_the_interpreter_with_a_numpy_it_cannot_run_is_refused_up_front(monkeypa
             assert runtime_env.kernel_device().type == "cpu" and not warned
     finally:
         runtime_env.interpreter_problem.cache_clear()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the stand-in runs only without a GPU")
+def test_the_cpu_stand_in_runs_the_requested_plans_host_share(capsys, monkeypatch):
+    """`dak generate --model llama-2-7b --hbm-budget 8GiB` without a GPU runs tiny-llama at the host
+    share llama-2-7b's plan has at that budget (8 GiB holds all of tiny-llama, which would split
+    nothing); without a budget nothing is carried over; a budget too small for the requested
+    model is refused as on the GPU."""
+    from dak.hardware import get_profile
+    from dak.models import load_spec
+    from dak.runtime.offload import placement_for, workload_for
+    seen = {}
+
+    def stop(name, **kw):
+        seen.clear()
+        seen.update(kw, name=name)
+        raise ValueError("stopped before building")
+    monkeypatch.setattr(dak, "offload", stop)
+    argv = ["generate", "--model", "llama-2-7b", "--batch", "2", "--prompt-len", "8", "--gen-len", "4"]
+    for budget, policy in (("8GiB", "consolidated"), ("11GiB", "uniform")):
+        assert main(argv + ["--hbm-budget", budget, "--policy", policy]) == 2
+        out = capsys.readouterr().out
+        want = placement_for(load_spec("llama-2-7b"), workload_for(2, None, 8, 4, torch.bfloat16),
+                             get_profile("h200-pcie"), budget, policy, None).offload_ratio
+        assert 0.05 < want < 0.7 and seen["name"] == "tiny-llama" and seen["hbm_budget"] is None
+        assert seen["host_ratio"] == pytest.approx(want) and seen["strict_budget"] is False, seen
+        assert f"{policy} plan at --hbm-budget {budget} keeps {100 * want:.1f}% of its operator bytes" in out
+    assert main(argv) == 2 and seen["host_ratio"] is None and seen["hbm_budget"] is None
+    assert main(argv + ["--host-ratio", "20%"]) == 2 and seen["host_ratio"] == pytest.approx(0.2)
+    err = _err(capsys, argv + ["--hbm-budget", "1MiB"])
+    assert "raise --hbm-budget" in err and seen["host_ratio"] == pytest.approx(0.2)  # refused before offload

@@ -124,6 +124,13 @@ def run(args) -> int:
         note = check_positions(*requested, plen + glen)
         if note:
             say(f"warning: {note}")
+    budget, strict = args.hbm_budget, args.strict_budget
+    if model_name != args.model and budget is not None:  # the stand-in keeps the requested plan's host share
+        ratio = stand_in_ratio(requested[1], args, batch, plen, glen, dtypes[args.dtype])
+        budget, strict = None, False
+        say(f"dak: {args.model}'s {args.policy or DEFAULT_POLICY} plan at --hbm-budget {args.hbm_budget} keeps "
+            f"{100 * ratio:.1f}% of its operator bytes on the host; {CPU_MODEL} runs with that share "
+            f"(--host-ratio {100 * ratio:.1f}%)")
     if not gpu and plen + glen > SLOW_INTERPRETER_LEN:
         say(f"dak: note: {plen} + {glen} tokens run in the interpreter for minutes (prompt 512 + 8 new at batch 8 "
             f"took 6 minutes on 2 cores; the default 32 + 32 under one); lower --prompt-len/--gen-len for a quick check")
@@ -136,13 +143,13 @@ def run(args) -> int:
         if eos is None:
             raise ValueError(f"--stop-at-eos: {model_name}'s generation config has no eos_token_id; drop the flag")
         stop = {}
-    model = dak.offload(model_name, hbm_budget=args.hbm_budget, hardware=args.hardware, batch=batch,
+    model = dak.offload(model_name, hbm_budget=budget, hardware=args.hardware, batch=batch,
                         prompt_len=plen, gen_len=glen, policy=DEFAULT_POLICY if args.policy is None else args.policy,
                         host_ratio=ratio,
                         dtype=dtypes[args.dtype], seed=seed, tune=args.tune and gpu,
                         graphs=False if args.no_graphs else None,
                         kv_buckets=_int("--kv-buckets", args.kv_buckets), kv_ahead=args.kv_ahead,
-                        fuse_projections=args.fuse_projections, strict_budget=args.strict_budget)
+                        fuse_projections=args.fuse_projections, strict_budget=strict)
     try:
         out = model.generate(ids, max_new_tokens=glen, do_sample=args.sample, **stop, **penalty,
                              prompt_lengths=lengths, streamer=streamer(model_name) if args.stream else None)
@@ -173,6 +180,21 @@ def run(args) -> int:
     finally:
         model.dak_free()
     return 0
+
+
+def stand_in_ratio(spec, args, batch: int, plen: int, glen: int, dtype) -> float:
+    """The share of operator bytes the requested model's plan keeps on the host at --hbm-budget
+    (the CPU stand-in runs that share, so a budget sized for a 7B model still splits its
+    operators); an infeasible budget fails as it would on the GPU."""
+    from ..hardware_auto import hardware_profile
+    from ..runtime.offload import placement_for, workload_for
+    w = workload_for(batch, None, plen, glen, dtype, _int("--kv-buckets", args.kv_buckets))
+    pl = placement_for(spec, w, hardware_profile(args.hardware), args.hbm_budget,
+                       DEFAULT_POLICY if args.policy is None else args.policy, None, args.fuse_projections,
+                       args.strict_budget, args.kv_ahead)
+    if not pl.feasible:
+        raise ValueError(f"no feasible placement for {args.model} at --hbm-budget {args.hbm_budget}: {pl.note}")
+    return pl.offload_ratio
 
 
 def run_baseline(args, model_name: str) -> int:
