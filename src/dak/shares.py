@@ -208,7 +208,8 @@ def copy_slot_count(n_tokens: int | None = None) -> int:
     after attention (6 ms a step at batch 512), and the link idled through it. H100, Llama-2-7B,
     batch 512 at 5% (H131/H132, forty-first session): 2 / 3 / 4 slots 30.4-30.7 / 28.1 / 26.0-26.2 ms,
     the link idle 7.3 -> 2.3 ms a step; at 20% 108.6 -> 103.5 ms; batch 8 unchanged (also H113, H200)."""
-    many = n_tokens is not None and n_tokens > 64
+    from dak.planner.curves import MAX_DECODE_TOKENS  # torch-free; here, not at import: planner imports shares
+    many = n_tokens is not None and n_tokens > MAX_DECODE_TOKENS
     return _env_int("DAK_COPY_SLOTS", MANY_TOKEN_COPY_SLOTS if many else 2, 2, 8)
 
 

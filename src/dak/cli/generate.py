@@ -124,11 +124,14 @@ def run(args) -> int:
         note = check_positions(*requested, plen + glen)
         if note:
             say(f"warning: {note}")
+    policy, kv_buckets = DEFAULT_POLICY if args.policy is None else args.policy, _int("--kv-buckets", args.kv_buckets)
     budget, strict = args.hbm_budget, args.strict_budget
     if model_name != args.model and budget is not None:  # the stand-in keeps the requested plan's host share
-        ratio = stand_in_ratio(requested[1], args, batch, plen, glen, dtypes[args.dtype])
+        from ..runtime.offload import workload_for
+        w = workload_for(batch, None, plen, glen, dtypes[args.dtype], kv_buckets)
+        ratio = stand_in_ratio(requested[1], w, policy, args)
         budget, strict = None, False
-        say(f"dak: {args.model}'s {args.policy or DEFAULT_POLICY} plan at --hbm-budget {args.hbm_budget} keeps "
+        say(f"dak: {args.model}'s {policy} plan at --hbm-budget {args.hbm_budget} keeps "
             f"{100 * ratio:.1f}% of its operator bytes on the host; {CPU_MODEL} runs with that share "
             f"(--host-ratio {100 * ratio:.1f}%)")
     if not gpu and plen + glen > SLOW_INTERPRETER_LEN:
@@ -144,11 +147,11 @@ def run(args) -> int:
             raise ValueError(f"--stop-at-eos: {model_name}'s generation config has no eos_token_id; drop the flag")
         stop = {}
     model = dak.offload(model_name, hbm_budget=budget, hardware=args.hardware, batch=batch,
-                        prompt_len=plen, gen_len=glen, policy=DEFAULT_POLICY if args.policy is None else args.policy,
+                        prompt_len=plen, gen_len=glen, policy=policy,
                         host_ratio=ratio,
                         dtype=dtypes[args.dtype], seed=seed, tune=args.tune and gpu,
                         graphs=False if args.no_graphs else None,
-                        kv_buckets=_int("--kv-buckets", args.kv_buckets), kv_ahead=args.kv_ahead,
+                        kv_buckets=kv_buckets, kv_ahead=args.kv_ahead,
                         fuse_projections=args.fuse_projections, strict_budget=strict)
     try:
         out = model.generate(ids, max_new_tokens=glen, do_sample=args.sample, **stop, **penalty,
@@ -182,16 +185,14 @@ def run(args) -> int:
     return 0
 
 
-def stand_in_ratio(spec, args, batch: int, plen: int, glen: int, dtype) -> float:
-    """The share of operator bytes the requested model's plan keeps on the host at --hbm-budget
-    (the CPU stand-in runs that share, so a budget sized for a 7B model still splits its
-    operators); an infeasible budget fails as it would on the GPU."""
+def stand_in_ratio(spec, w, policy: str, args) -> float:
+    """The share of operator bytes the requested model's plan (workload `w`) keeps on the host at
+    --hbm-budget (the CPU stand-in runs that share, so a budget sized for a 7B model still splits
+    its operators); an infeasible budget fails as it would on the GPU."""
     from ..hardware_auto import hardware_profile
-    from ..runtime.offload import placement_for, workload_for
-    w = workload_for(batch, None, plen, glen, dtype, _int("--kv-buckets", args.kv_buckets))
-    pl = placement_for(spec, w, hardware_profile(args.hardware), args.hbm_budget,
-                       DEFAULT_POLICY if args.policy is None else args.policy, None, args.fuse_projections,
-                       args.strict_budget, args.kv_ahead)
+    from ..runtime.offload import placement_for
+    pl = placement_for(spec, w, hardware_profile(args.hardware), args.hbm_budget, policy, None,
+                       args.fuse_projections, args.strict_budget, args.kv_ahead)
     if not pl.feasible:
         raise ValueError(f"no feasible placement for {args.model} at --hbm-budget {args.hbm_budget}: {pl.note}")
     return pl.offload_ratio

@@ -126,10 +126,14 @@ STAGED_PARTS = 3  # two copy-ahead slots, and prefill stages the largest host pa
                   # (dak.runtime.offload.staging_bytes_for with the default knobs)
 
 
+def decode_slots(workload) -> int:
+    """Copy-ahead slots of `workload`'s decode chain (more for many tokens: dak.shares.copy_slot_count)."""
+    return copy_slot_count(workload.batch if workload.phase == "decode" else None)
+
+
 def staged_parts(workload) -> int:
-    """Host parts the copy engine stages at once: the decode chain's slots (more for many
-    tokens: dak.shares.copy_slot_count) and prefill's largest part."""
-    return copy_slot_count(workload.batch if workload.phase == "decode" else None) + 1
+    """Host parts the copy engine stages at once: the decode chain's slots and prefill's largest part."""
+    return decode_slots(workload) + 1
 
 
 def chained(ops, host_bytes, workload, profile, fused: bool, kv_ahead: bool = False,

@@ -78,14 +78,14 @@ def staging_bytes_for(placement) -> int:
     copies (untuned configs use the copy engine above `ce_min_share()`; with $DAK_COPY_GROUP_MIB
     a slot holds up to that much), plus the largest host part, which prefill (many tokens)
     stages whole."""
-    from dak.shares import ce_min_share, copy_group_bytes, copy_slot_count
+    from dak.planner.stream import decode_slots
+    from dak.shares import ce_min_share, copy_group_bytes
     parts = [op for op in placement.ops if op.kind not in ("attention", "embed_tokens", "embed_positions")
              and op.host_bytes]
     share = ce_min_share()
     decode = max((op.host_bytes for op in parts if op.ratio > share), default=0)
     decode = max(decode, min(copy_group_bytes(), sum(op.host_bytes for op in parts if op.ratio > share)))
-    slots = copy_slot_count(placement.workload.batch if placement.workload.phase == "decode" else None)
-    return slots * decode + max((op.host_bytes for op in parts), default=0)
+    return decode_slots(placement.workload) * decode + max((op.host_bytes for op in parts), default=0)
 
 
 def check_memory(placement, kv_host_bytes: int, device: torch.device, kv_staging_bytes: int = 0) -> None:
