@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh H115|H133|H128|H116|H117|H119|H120|H114|H112|H111|H110|H109|H107|H106|H105|H104 (calls already run: benchmarks/h200_past_calls.sh, same usage)
+#   bash benchmarks/h200_next.sh H115|H138|H128|H116|H117|H119|H120|H114|H112|H111|H110|H109|H107|H106|H105|H104 (calls already run: benchmarks/h200_past_calls.sh, same usage)
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -50,14 +50,12 @@ H115) # (thirty-fourth session, an H200) the batch-8 rows whose plans or runs th
     step 200 $e2e --models opt-6.7b --ratios 1,5,20,40 --out "$OUT/e2e-h115-opt-6.7b.json"
     step 200 $e2e --models opt-30b --ratios 1,5,10 --out "$OUT/e2e-h115-opt-30b.json"
     ;;
-H133) # (forty-first session, an H100 or an H200) four copy-ahead slots above 64 tokens became the default (c03d95f)
-    # on H131/H132's runs with DAK_COPY_SLOTS=4 set for the whole process: the default itself on a GPU, its test file,
-    # then batch 512 at 5/20% with every dak policy and prefetch (greedy / uniform on four slots: the 1.3x target)
-    step 90 python3 -u -m pytest -q -p no:cacheprovider tests/test_copy_ahead.py tests/test_copy_ahead_gpu.py
-    step 330 python3 -m dak bench e2e --models llama-2-7b --batch 512 --ratios 5,20 \
-        --systems dak-consolidated,dak-greedy,dak-uniform,prefetch --out "$OUT/e2e-h133-llama-2-7b-bs512.json"
-    step 60 env DAK_COPY_SLOTS=2 python3 -m dak bench e2e --models llama-2-7b --batch 512 --ratios 5 \
-        --systems dak-consolidated --out "$OUT/e2e-h133-llama-2-7b-bs512-copy2.json"
+H138) # (forty-second session, an H100 or an H200) on the four-slot default, dak-consolidated at batch 512 and 5% is
+    # 0.78 x bound (26.7 against 20.9 ms; H133) and greedy 0.75: where does the rest go? H131's profile with four
+    # slots still had the link idle 2.3 ms a step and the step growing with the KV cap (host K/V of 27 requests)
+    P="python3 -u benchmarks/profile_step.py --model llama-2-7b --batch 512 --ratios 0.05 --steps 2"
+    step 90 $P --policy consolidated --out "$OUT/step-h138-consolidated.json"
+    step 90 $P --policy greedy --out "$OUT/step-h138-greedy.json"
     ;;
 H128) # (fortieth session, an H200) batch 512: on today's `h200-pcie` the planner predicts prefetch faster than every
     # dak policy for OPT-30B at 5% (91.9 against consolidated 96.5 ms; both link-bound at about 91 ms of link, priced

@@ -3,6 +3,22 @@
 # (step, ab, curves_ab, cache_vs_fresh) and $OUT, $log are set. past_call NAME runs one; unknown names return 2.
 past_call() {
 case "$1" in
+H134) # (ran: forty-second session at 6dfafd3 on an H100; e2e-h134-opt-30b-bs512-40-s42-h100.json: greedy 694.61, uniform 733.72, prefetch 806.83 ms, pred/meas 1.03-1.06) (forty-second session, an H100 or an H200) the issue's second batch-512 model on an H100: OPT-30B fits its
+    # 80 GB only from x = 20.3% up (weights plus the KV cache of 512 x 64 tokens), so 40%: greedy, uniform and prefetch
+    # on four copy slots. `dak plan --hardware h100-sxm` predicts 712.8 / 768.6 / 764.3 ms (greedy 1.08x uniform):
+    # the 1.3x target is not reachable by the plan itself there; this checks the prediction and the ordering
+    step 420 python3 -m dak bench e2e --models opt-30b --batch 512 --ratios 40 \
+        --systems dak-greedy,dak-uniform,prefetch --out "$OUT/e2e-h134-opt-30b-bs512-40.json"
+    ;;
+H133) # (ran: forty-second session at 6dfafd3 on an H100; run-h133-s42-h100.log: the tests 34 passed; e2e-h133-*-s42-h100.json: consolidated 26.69 ms at 5% (copy2 30.40), greedy 1.14x / 1.03x uniform at 5 / 20%; the 40% row as H137 inline) (forty-first session, an H100 or an H200) four copy-ahead slots above 64 tokens became the default (c03d95f)
+    # on H131/H132's runs with DAK_COPY_SLOTS=4 set for the whole process: the default itself on a GPU, its test file,
+    # then batch 512 at 5/20% with every dak policy and prefetch (greedy / uniform on four slots: the 1.3x target)
+    step 90 python3 -u -m pytest -q -p no:cacheprovider tests/test_copy_ahead.py tests/test_copy_ahead_gpu.py
+    step 330 python3 -m dak bench e2e --models llama-2-7b --batch 512 --ratios 5,20 \
+        --systems dak-consolidated,dak-greedy,dak-uniform,prefetch --out "$OUT/e2e-h133-llama-2-7b-bs512.json"
+    step 60 env DAK_COPY_SLOTS=2 python3 -m dak bench e2e --models llama-2-7b --batch 512 --ratios 5 \
+        --systems dak-consolidated --out "$OUT/e2e-h133-llama-2-7b-bs512-copy2.json"
+    ;;
 H131) # (ran: forty-first session at 72fb3ee on an H100; step-h131-*-s41-h100.json, e2e-h131-*-s41-h100.json: DAK_COPY_SLOTS=4 27.77 ms a step against 32.6-32.8 (link idle 2.3 against 7.3), DAK_KV_SLOTS no gain; H132 inline confirmed it: four slots above 64 tokens are the default since c03d95f) (forty-first session, an H100) H130's profile of Llama-2-7B at batch 512, 5%: the link idles 7.6 of 33 ms
     # per step, mostly while attention runs (prefetch, a layer of slack, idles 0.4). Is it the two slots (a layer's
     # K/V copy waits for the attention two staged layers back; a linear's copy for the GEMM two operators back)?
