@@ -51,11 +51,17 @@ H115) # (thirty-fourth session, an H200) the batch-8 rows whose plans or runs th
     step 200 $e2e --models opt-30b --ratios 1,5,10 --out "$OUT/e2e-h115-opt-30b.json"
     ;;
 H138) # (forty-second session, an H100 or an H200) on the four-slot default, dak-consolidated at batch 512 and 5% is
-    # 0.78 x bound (26.7 against 20.9 ms; H133) and greedy 0.75: where does the rest go? H131's profile with four
-    # slots still had the link idle 2.3 ms a step and the step growing with the KV cap (host K/V of 27 requests)
-    P="python3 -u benchmarks/profile_step.py --model llama-2-7b --batch 512 --ratios 0.05 --steps 2"
-    step 90 $P --policy consolidated --out "$OUT/step-h138-consolidated.json"
-    step 90 $P --policy greedy --out "$OUT/step-h138-greedy.json"
+    # 0.78 x bound (26.7 against 20.9 ms; H133) and greedy 0.75: where does the rest go? H131's eager profile with
+    # four slots had 386 host copies a step (24.1 ms of copy engine for ~1.1 GB: 46 GB/s; 1 MiB copies run at
+    # 33.5 GB/s) and the link idle 2.3 ms. The graphed profile, then three switches that cut copies, each A/B in
+    # one process pair: one memcpy per chained large-N operator (H32: 1.6% slower, on two slots), copy groups of
+    # 16 MiB, K and V by one 2-D copy
+    step 90 python3 -u benchmarks/profile_step.py --model llama-2-7b --batch 512 --ratios 0.05 --steps 2 \
+        --policy consolidated --out "$OUT/step-h138-consolidated.json"
+    e2e="python3 -m dak bench e2e --models llama-2-7b --batch 512 --ratios 5 --systems dak-consolidated"
+    for sw in DAK_CHAIN_ONE_CHUNK=1 DAK_COPY_GROUP_MIB=16 DAK_KV_PAIR_COPY=1; do
+        ab 60 $sw e2e-h138-$(echo "${sw%%=*}" | tr 'A-Z_' 'a-z-') $e2e
+    done
     ;;
 H128) # (fortieth session, an H200) batch 512: on today's `h200-pcie` the planner predicts prefetch faster than every
     # dak policy for OPT-30B at 5% (91.9 against consolidated 96.5 ms; both link-bound at about 91 ms of link, priced
