@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh H115|H138|H128|H116|H117|H119|H120|H114|H112|H111|H110|H109|H107|H106|H105|H104 (calls already run: benchmarks/h200_past_calls.sh, same usage)
+#   bash benchmarks/h200_next.sh H115|H139|H138|H128|H116|H117|H119|H120|H114|H112|H111|H110|H109|H107|H106|H105|H104 (calls already run: benchmarks/h200_past_calls.sh, same usage)
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -49,6 +49,17 @@ H115) # (thirty-fourth session, an H200) the batch-8 rows whose plans or runs th
     step 120 $e2e --models llama-2-7b --ratios 5,40 --out "$OUT/e2e-h115-llama-2-7b.json"
     step 200 $e2e --models opt-6.7b --ratios 1,5,20,40 --out "$OUT/e2e-h115-opt-6.7b.json"
     step 200 $e2e --models opt-30b --ratios 1,5,10 --out "$OUT/e2e-h115-opt-30b.json"
+    ;;
+H139) # (forty-second session, an H100 or an H200) $DAK_CONSOLIDATE_EXACT=1 (new experiment): the consolidated plan
+    # judges every kind set's exact placement by the chain model instead of the continuous ranking's best few. On
+    # h100-sxm it re-plans Llama-2-7B at batch 512 and 5% (KV all in HBM, host rows on o_proj/down_proj/lm_head:
+    # about 130 copies a step instead of 386; predicted 25.25 against 25.89 ms) and 20% (host K/V only: 99.30
+    # against 101.79), and at batch 8 Llama-2-7B 5/10% (predicted 5.9% / 3.5% faster) and OPT-6.7B 5% (4.1%).
+    # Default then the switch, per group; adopt it if it wins on most rows
+    e2e="python3 -m dak bench e2e --systems dak-consolidated"
+    ab 170 DAK_CONSOLIDATE_EXACT=1 e2e-h139-llama-2-7b-bs512 $e2e --models llama-2-7b --batch 512 --ratios 5,20
+    ab 90 DAK_CONSOLIDATE_EXACT=1 e2e-h139-llama-2-7b-bs8 $e2e --models llama-2-7b --batch 8 --ratios 5,10
+    ab 80 DAK_CONSOLIDATE_EXACT=1 e2e-h139-opt-6.7b-bs8 $e2e --models opt-6.7b --batch 8 --ratios 2,5
     ;;
 H138) # (forty-second session, an H100 or an H200) on the four-slot default, dak-consolidated at batch 512 and 5% is
     # 0.78 x bound (26.7 against 20.9 ms; H133) and greedy 0.75: where does the rest go? H131's eager profile with
