@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh H115|H139|H138|H128|H116|H117|H119|H120|H114|H112|H111|H110|H109|H107|H106|H105|H104 (calls already run: benchmarks/h200_past_calls.sh, same usage)
+#   bash benchmarks/h200_next.sh H115|H139|H139b|H138|H128|H116|H117|H119|H120|H114|H112|H111|H110|H109|H107|H106|H105|H104 (calls already run: benchmarks/h200_past_calls.sh, same usage)
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -60,6 +60,12 @@ H139) # (forty-second session, an H100 or an H200) $DAK_CONSOLIDATE_EXACT=1 (new
     ab 170 DAK_CONSOLIDATE_EXACT=1 e2e-h139-llama-2-7b-bs512 $e2e --models llama-2-7b --batch 512 --ratios 5,20
     ab 90 DAK_CONSOLIDATE_EXACT=1 e2e-h139-llama-2-7b-bs8 $e2e --models llama-2-7b --batch 8 --ratios 5,10
     ab 80 DAK_CONSOLIDATE_EXACT=1 e2e-h139-opt-6.7b-bs8 $e2e --models opt-6.7b --batch 8 --ratios 2,5
+    ;;
+H139b) # (forty-second session, an H200, after H139) the H200 rows where the exact search predicts most: OPT-30B at
+    # 2% (h200-pcie: 23.18 against 24.44 ms) and 5% (2.5%), Llama-3-8B at 10% (10.54 against 11.31)
+    e2e="python3 -m dak bench e2e --systems dak-consolidated --batch 8"
+    ab 150 DAK_CONSOLIDATE_EXACT=1 e2e-h139b-opt-30b-bs8 $e2e --models opt-30b --ratios 2,5
+    ab 90 DAK_CONSOLIDATE_EXACT=1 e2e-h139b-llama-3-8b-bs8 $e2e --models llama-3-8b --ratios 10
     ;;
 H138) # (forty-second session, an H100 or an H200) on the four-slot default, dak-consolidated at batch 512 and 5% is
     # 0.78 x bound (26.7 against 20.9 ms; H133) and greedy 0.75: where does the rest go? H131's eager profile with
