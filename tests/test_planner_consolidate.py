@@ -195,3 +195,24 @@ def test_exact_switch_places_every_kind_set_by_the_chain_model(monkeypatch):
     assert judge([o.host_bytes for o in exact.ops]) == pytest.approx(brute, rel=1e-9)
     monkeypatch.setenv("DAK_CONSOLIDATE_EXACT", "0")
     assert [o.host_bytes for o in plan(spec, w, prof, b, "consolidated").ops] == [o.host_bytes for o in ranked.ops]
+
+
+@pytest.mark.parametrize("model,x", [("llama-2-7b", 0.02), ("opt-6.7b", 0.1)])
+def test_a_shared_rounding_memo_places_every_kind_set_as_without_it(model, x):
+    """The exact search shares round_to_units' marginals across its kind sets: each set's units
+    must equal those placed with no memo, whichever sets came before."""
+    import itertools
+
+    from dak.models import list_operators
+    from dak.planner.consolidate import _place
+    spec = load_spec(model)
+    ops = list_operators(spec, W)
+    kinds = sorted({op.kind for op in ops})
+    R = plan(spec, W, H200, budget_for(spec, W, x, H200), "greedy").host_bytes
+    predict = _sum_predict(ops, H200)
+    sets = [frozenset(off) for n in range(len(kinds)) for off in itertools.combinations(kinds, n)]
+    random.Random(model).shuffle(sets)
+    memo: dict = {}
+    for off in sets[:60]:
+        assert _place(ops, R, H200, off, predict, memo) == _place(ops, R, H200, off, predict)
+    assert memo

@@ -67,7 +67,7 @@ SWITCHES: tuple[Switch, ...] = (
     Switch("DAK_RESIDUAL_ADDMM", "0", ONOFF, "experiment",
            "a fused layer adds the residual inside an all-HBM down_proj's cuBLAS call (addmm)"),
     Switch("DAK_CONSOLIDATE_EXACT", "0", ONOFF, "experiment",
-           "the consolidated plan judges every kind set's exact placement by the chain model (1-10 s a plan)"),
+           "the consolidated plan judges every kind set's exact placement by the chain model (1-5 s a plan)"),
     Switch("DAK_CE_MIN_SHARE", "0.02", (0.0, 1.0), "experiment",
            "host share above which untuned decode configs use the copy engine"),
     Switch("DAK_CE_CHUNKS", "1", (1, 64), "experiment", "copy-engine chunks per operator in untuned decode configs"),

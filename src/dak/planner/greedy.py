@@ -64,12 +64,15 @@ def solve_continuous(ops, host_bytes: float, profile: HardwareProfile,
     return xs, sum(envelope_time(op, x, profile) for op, x in zip(ops, xs))
 
 
-def round_to_units(ops, xs, host_bytes: float, profile: HardwareProfile) -> list[int]:
+def round_to_units(ops, xs, host_bytes: float, profile: HardwareProfile, memo: dict | None = None) -> list[int]:
     """Whole host units per op covering ``host_bytes``.
 
     Floors each op to whole units, then adds single units where the marginal
     time increase per byte, (T(k+1) - T(k)) / bytes(unit), is smallest (a heap),
     until the host bytes reach ``host_bytes``.  Returns the unit counts k_i.
+    ``memo``: a dict kept across calls on the same op objects and profile (the consolidated
+    search rounds a thousand kind sets; thin units such as an embedding's rows make each
+    call add thousands), caching each (op, k)'s marginal.
     """
     ks = []
     for op, x in zip(ops, xs):
@@ -82,10 +85,16 @@ def round_to_units(ops, xs, host_bytes: float, profile: HardwareProfile) -> list
 
     def marginal(i: int) -> float:
         op, k = ops[i], ks[i]
+        key = (id(op), k)
+        if memo is not None and key in memo:
+            return memo[key]
         b0, b1 = op.host_bytes_for(k), op.host_bytes_for(k + 1)
         t0 = op_time(op, b0 / op.bytes, profile)
         t1 = op_time(op, b1 / op.bytes, profile)
-        return (t1 - t0) / (b1 - b0)
+        m = (t1 - t0) / (b1 - b0)
+        if memo is not None:
+            memo[key] = m
+        return m
 
     heap = [(marginal(i), i) for i, op in enumerate(ops) if ks[i] < op.units]
     heapq.heapify(heap)
