@@ -12,11 +12,11 @@ and the planning time of each. Predictions only: which plan is faster on a GPU i
 from __future__ import annotations
 
 import argparse
-import os
 import time
 
 from dak.bench.e2e_cases import E2EConfig, plan_cases
 from dak.bench.meta import metadata, write_json
+from dak.switches import environment
 
 
 def host_kinds(placement) -> list[str]:
@@ -25,17 +25,10 @@ def host_kinds(placement) -> list[str]:
 
 def planned(cfg: E2EConfig, exact: bool) -> tuple[list, float]:
     """(cases, seconds) with the switch set as asked; the caller's environment is restored."""
-    old = os.environ.get("DAK_CONSOLIDATE_EXACT")
-    os.environ["DAK_CONSOLIDATE_EXACT"] = "1" if exact else "0"
-    try:
+    with environment({"DAK_CONSOLIDATE_EXACT": "1" if exact else "0"}):
         t = time.perf_counter()
         cases = plan_cases(cfg)
         return cases, time.perf_counter() - t
-    finally:
-        if old is None:
-            del os.environ["DAK_CONSOLIDATE_EXACT"]
-        else:
-            os.environ["DAK_CONSOLIDATE_EXACT"] = old
 
 
 def main() -> None:

@@ -1,6 +1,7 @@
 """benchmarks/plan_exact.py: the consolidated plan with and without $DAK_CONSOLIDATE_EXACT, as bench e2e builds it."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -21,10 +22,10 @@ def test_planned_sets_the_switch_only_inside_and_restores_it(monkeypatch):
     cfg = E2EConfig(models=("llama-2-7b",), batches=(512,), ratios=(0.05,), systems=("dak-consolidated",),
                     hardware="h100-sxm")
     (exact,), _ = plan_exact.planned(cfg, True)
-    assert plan_exact.os.environ["DAK_CONSOLIDATE_EXACT"] == "0"
+    assert os.environ["DAK_CONSOLIDATE_EXACT"] == "0"
     monkeypatch.delenv("DAK_CONSOLIDATE_EXACT")
     (ranked,), _ = plan_exact.planned(cfg, False)
-    assert "DAK_CONSOLIDATE_EXACT" not in plan_exact.os.environ
+    assert "DAK_CONSOLIDATE_EXACT" not in os.environ
     (unset,) = plan_exact.plan_cases(cfg)
     assert [o.host_bytes for o in ranked.placement.ops] == [o.host_bytes for o in unset.placement.ops]
     assert exact.placement.predicted_s < 0.99 * ranked.placement.predicted_s
