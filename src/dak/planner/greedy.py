@@ -72,7 +72,7 @@ def round_to_units(ops, xs, host_bytes: float, profile: HardwareProfile, memo: d
     until the host bytes reach ``host_bytes``.  Returns the unit counts k_i.
     ``memo``: a dict kept across calls on the same op objects and profile (the consolidated
     search rounds a thousand kind sets; thin units such as an embedding's rows make each
-    call add thousands), caching each (op, k)'s marginal.
+    call add thousands), caching each op's marginals in a list indexed by k.
     """
     ks = []
     for op, x in zip(ops, xs):
@@ -82,34 +82,37 @@ def round_to_units(ops, xs, host_bytes: float, profile: HardwareProfile, memo: d
             k += 1
         ks.append(k)
     deficit = host_bytes - sum(op.host_bytes_for(k) for op, k in zip(ops, ks))
+    memo = {} if memo is None else memo
+    # per op: its marginals by unit count (None: not yet computed), kept in `memo` across calls
+    tables = [memo.setdefault((id(op), "marginals"), [None] * (op.units + 1)) for op in ops]
 
-    def marginal(i: int) -> float:
-        op, k = ops[i], ks[i]
-        key = (id(op), k)
-        if memo is not None and key in memo:
-            return memo[key]
-        b0, b1 = op.host_bytes_for(k), op.host_bytes_for(k + 1)
-        t0 = op_time(op, b0 / op.bytes, profile)
-        t1 = op_time(op, b1 / op.bytes, profile)
-        m = (t1 - t0) / (b1 - b0)
-        if memo is not None:
-            memo[key] = m
+    def marginal(i: int, k: int) -> float:
+        op, table = ops[i], tables[i]
+        m = table[k]
+        if m is None:
+            b0, b1 = op.host_bytes_for(k), op.host_bytes_for(k + 1)
+            m = table[k] = (op_time(op, b1 / op.bytes, profile) - op_time(op, b0 / op.bytes, profile)) / (b1 - b0)
         return m
 
-    heap = [(marginal(i), i) for i, op in enumerate(ops) if ks[i] < op.units]
+    heap = [(marginal(i, ks[i]), i) for i, op in enumerate(ops) if ks[i] < op.units]
     heapq.heapify(heap)
     while deficit > 0 and heap:
         m, i = heapq.heappop(heap)
-        op = ops[i]
+        op, table, k = ops[i], tables[i], ks[i]
+        ub, total = op.unit_bytes, op.bytes
+        top = heap[0][0] if heap else None
         while True:                            # keep adding while this op stays cheapest
-            deficit -= op.host_bytes_for(ks[i] + 1) - op.host_bytes_for(ks[i])
-            ks[i] += 1
-            if deficit <= 0 or ks[i] >= op.units:
+            deficit -= min((k + 1) * ub, total) - min(k * ub, total)   # op.host_bytes_for(k + 1) - (k)
+            k += 1
+            if deficit <= 0 or k >= op.units:
                 break
-            m = marginal(i)
-            if heap and m > heap[0][0]:
+            m = table[k]
+            if m is None:
+                m = marginal(i, k)
+            if top is not None and m > top:
                 heapq.heappush(heap, (m, i))
                 break
+        ks[i] = k
     if deficit > 0:
         raise ValueError(f"cannot place {host_bytes} host bytes: only {sum(o.bytes for o in ops)} are offloadable")
     return ks
