@@ -100,9 +100,10 @@ def round_to_units(ops, xs, host_bytes: float, profile: HardwareProfile, memo: d
         m, i = heapq.heappop(heap)
         op, table, k = ops[i], tables[i], ks[i]
         ub, total = op.unit_bytes, op.bytes
+        whole = total // ub if ub else 0       # units k < whole add ub bytes: op.host_bytes_for(k + 1) - (k)
         top = heap[0][0] if heap else None
         while True:                            # keep adding while this op stays cheapest
-            deficit -= min((k + 1) * ub, total) - min(k * ub, total)   # op.host_bytes_for(k + 1) - (k)
+            deficit -= ub if k < whole else min((k + 1) * ub, total) - min(k * ub, total)
             k += 1
             if deficit <= 0 or k >= op.units:
                 break
