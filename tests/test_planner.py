@@ -233,3 +233,60 @@ def test_prediction_adds_each_split_operators_overhead():
     assert pc.cost_model == "measured" and pc.overhead_s == pytest.approx(
         32 * H200.fused_layer_overhead_s + unfused + first + n_ce * curved.copy_op_overhead_s)
     assert pl.overhead_s > pc.overhead_s
+
+
+def _round_one_unit_at_a_time(ops, xs, host_bytes, profile):
+    """round_to_units as first written (one host_bytes_for and op_time call per unit, no tables):
+    the reference its list-based rewrite must reproduce unit for unit, ties included."""
+    import heapq
+    ks = []
+    for op, x in zip(ops, xs):
+        target = x * op.bytes * (1 + 1e-12)
+        k = min(op.units, int(math.floor(target / op.unit_bytes))) if op.unit_bytes else 0
+        while k < op.units and op.host_bytes_for(k + 1) <= target:
+            k += 1
+        ks.append(k)
+    deficit = host_bytes - sum(op.host_bytes_for(k) for op, k in zip(ops, ks))
+
+    def marginal(i):
+        op, k = ops[i], ks[i]
+        b0, b1 = op.host_bytes_for(k), op.host_bytes_for(k + 1)
+        return (op_time(op, b1 / op.bytes, profile) - op_time(op, b0 / op.bytes, profile)) / (b1 - b0)
+
+    heap = [(marginal(i), i) for i, op in enumerate(ops) if ks[i] < op.units]
+    heapq.heapify(heap)
+    while deficit > 0 and heap:
+        _, i = heapq.heappop(heap)
+        while True:
+            deficit -= ops[i].host_bytes_for(ks[i] + 1) - ops[i].host_bytes_for(ks[i])
+            ks[i] += 1
+            if deficit <= 0 or ks[i] >= ops[i].units:
+                break
+            m = marginal(i)
+            if heap and m > heap[0][0]:
+                heapq.heappush(heap, (m, i))
+                break
+    return ks
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_round_to_units_matches_adding_one_unit_at_a_time(seed):
+    """Random operator subsets, tile sizes (partial last units included) and host shares, with
+    and without a memo shared across calls: the same unit counts as the reference."""
+    import random
+
+    from dak.planner.greedy import round_to_units
+    rng = random.Random(seed)
+    spec = load_spec(rng.choice(["llama-2-7b", "opt-6.7b", "tiny-qwen2"]))
+    w = Workload("decode", rng.choice([1, 8, 37, 512]), rng.randint(16, 300), 1, "bf16")
+    all_ops = list_operators(spec, w, rng.choice([16, 64, 100, 128]))
+    memo: dict = {}
+    for _ in range(12):
+        ops = rng.sample(all_ops, rng.randint(1, min(40, len(all_ops))))
+        total = sum(o.bytes for o in ops)
+        R = rng.randint(0, total)
+        xs, _ = solve_continuous(ops, R, H200)
+        want = _round_one_unit_at_a_time(ops, xs, R, H200)
+        assert sum(o.host_bytes_for(k) for o, k in zip(ops, want)) >= R
+        assert round_to_units(ops, xs, R, H200) == want
+        assert round_to_units(ops, xs, R, H200, memo) == want
