@@ -239,13 +239,9 @@ def _round_one_unit_at_a_time(ops, xs, host_bytes, profile):
     """round_to_units as first written (one host_bytes_for and op_time call per unit, no tables):
     the reference its list-based rewrite must reproduce unit for unit, ties included."""
     import heapq
-    ks = []
-    for op, x in zip(ops, xs):
-        target = x * op.bytes * (1 + 1e-12)
-        k = min(op.units, int(math.floor(target / op.unit_bytes))) if op.unit_bytes else 0
-        while k < op.units and op.host_bytes_for(k + 1) <= target:
-            k += 1
-        ks.append(k)
+
+    from dak.planner.greedy import floor_units
+    ks = floor_units(ops, xs)
     deficit = host_bytes - sum(op.host_bytes_for(k) for op, k in zip(ops, ks))
 
     def marginal(i):

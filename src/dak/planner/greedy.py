@@ -64,6 +64,18 @@ def solve_continuous(ops, host_bytes: float, profile: HardwareProfile,
     return xs, sum(envelope_time(op, x, profile) for op, x in zip(ops, xs))
 
 
+def floor_units(ops, xs) -> list[int]:
+    """Whole units per op whose bytes stay within its share x (the start of round_to_units)."""
+    ks = []
+    for op, x in zip(ops, xs):
+        target = x * op.bytes * (1 + 1e-12)
+        k = min(op.units, int(math.floor(target / op.unit_bytes))) if op.unit_bytes else 0
+        while k < op.units and op.host_bytes_for(k + 1) <= target:
+            k += 1
+        ks.append(k)
+    return ks
+
+
 def round_to_units(ops, xs, host_bytes: float, profile: HardwareProfile, memo: dict | None = None) -> list[int]:
     """Whole host units per op covering ``host_bytes``.
 
@@ -74,13 +86,7 @@ def round_to_units(ops, xs, host_bytes: float, profile: HardwareProfile, memo: d
     search rounds a thousand kind sets; thin units such as an embedding's rows make each
     call add thousands), caching each op's marginals in a list indexed by k.
     """
-    ks = []
-    for op, x in zip(ops, xs):
-        target = x * op.bytes * (1 + 1e-12)
-        k = min(op.units, int(math.floor(target / op.unit_bytes))) if op.unit_bytes else 0
-        while k < op.units and op.host_bytes_for(k + 1) <= target:
-            k += 1
-        ks.append(k)
+    ks = floor_units(ops, xs)
     deficit = host_bytes - sum(op.host_bytes_for(k) for op, k in zip(ops, ks))
     memo = {} if memo is None else memo
     # per op: its marginals by unit count (None: not yet computed), kept in `memo` across calls
