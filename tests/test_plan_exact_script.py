@@ -16,8 +16,9 @@ import plan_exact  # noqa: E402
 
 
 def test_planned_sets_the_switch_only_inside_and_restores_it(monkeypatch):
-    """The exact plan is never predicted slower, the ranked one equals an unset switch, and the
-    caller's value comes back (h100-sxm, Llama-2-7B at batch 512 and 5%, where the two differ)."""
+    """The exact plan is never predicted slower, equals an unset switch at batch 512 (its default
+    there), and the caller's value comes back (h100-sxm, Llama-2-7B at batch 512 and 5%, where
+    the two differ)."""
     monkeypatch.setenv("DAK_CONSOLIDATE_EXACT", "0")
     cfg = E2EConfig(models=("llama-2-7b",), batches=(512,), ratios=(0.05,), systems=("dak-consolidated",),
                     hardware="h100-sxm")
@@ -27,7 +28,7 @@ def test_planned_sets_the_switch_only_inside_and_restores_it(monkeypatch):
     (ranked,), _ = plan_exact.planned(cfg, False)
     assert "DAK_CONSOLIDATE_EXACT" not in os.environ
     (unset,) = plan_exact.plan_cases(cfg)
-    assert [o.host_bytes for o in ranked.placement.ops] == [o.host_bytes for o in unset.placement.ops]
+    assert [o.host_bytes for o in exact.placement.ops] == [o.host_bytes for o in unset.placement.ops]
     assert exact.placement.predicted_s < 0.99 * ranked.placement.predicted_s
     assert exact.placement.host_bytes >= exact.required_host_bytes
     assert "attention" not in plan_exact.host_kinds(exact.placement)

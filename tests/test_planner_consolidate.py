@@ -165,9 +165,10 @@ def test_exhaustive_choice_is_the_best_kind_set_placed_exactly(model, x):
 
 
 def test_exact_switch_places_every_kind_set_by_the_chain_model(monkeypatch):
-    """$DAK_CONSOLIDATE_EXACT=1: the consolidated plan is the chain model's best kind set placed
-    exactly, where the continuous ranking's best few miss it (h100-sxm, Llama-2-7B at batch 512
-    and 5%: 25.25 against 25.89 ms predicted). Unset, the plan stays the ranking's."""
+    """Above 64 tokens (unset) or $DAK_CONSOLIDATE_EXACT=1: the consolidated plan is the chain
+    model's best kind set placed exactly, where the continuous ranking's best few miss it
+    (h100-sxm, Llama-2-7B at batch 512 and 5%: 25.25 against 25.89 ms predicted). =0: the
+    ranking's; at batch 8 unset, the ranking's too."""
     import itertools
 
     from dak.models import list_operators
@@ -178,10 +179,13 @@ def test_exact_switch_places_every_kind_set_by_the_chain_model(monkeypatch):
     prof = get_profile("h100-sxm")
     spec, w = load_spec("llama-2-7b"), Workload("decode", 512, 32, 32)
     b = ratio_budget(spec, w, 0.05, prof)
-    monkeypatch.delenv("DAK_CONSOLIDATE_EXACT", raising=False)
+    monkeypatch.setenv("DAK_CONSOLIDATE_EXACT", "0")
     ranked = plan(spec, w, prof, b, "consolidated")
+    monkeypatch.delenv("DAK_CONSOLIDATE_EXACT", raising=False)
+    unset = plan(spec, w, prof, b, "consolidated")
     monkeypatch.setenv("DAK_CONSOLIDATE_EXACT", "1")
     exact = plan(spec, w, prof, b, "consolidated")
+    assert [o.host_bytes for o in unset.ops] == [o.host_bytes for o in exact.ops]
     assert exact.host_bytes >= exact.required_host_bytes
     assert exact.predicted_s < 0.99 * ranked.predicted_s
     ops = list_operators(spec, w)
@@ -193,8 +197,14 @@ def test_exact_switch_places_every_kind_set_by_the_chain_model(monkeypatch):
     brute = min(r[0] for n in range(len(kinds)) for off in itertools.combinations(kinds, n)
                 for r in [_place(ops, exact.required_host_bytes, prof, frozenset(off), judge)] if r is not None)
     assert judge([o.host_bytes for o in exact.ops]) == pytest.approx(brute, rel=1e-9)
+    w8 = Workload("decode", 8, 32, 32)  # batch 8: off unless set (Llama-2-7B at 5%: the two differ)
+    b8 = ratio_budget(spec, w8, 0.05, prof)
+    monkeypatch.delenv("DAK_CONSOLIDATE_EXACT", raising=False)
+    unset8 = [o.host_bytes for o in plan(spec, w8, prof, b8, "consolidated").ops]
     monkeypatch.setenv("DAK_CONSOLIDATE_EXACT", "0")
-    assert [o.host_bytes for o in plan(spec, w, prof, b, "consolidated").ops] == [o.host_bytes for o in ranked.ops]
+    assert unset8 == [o.host_bytes for o in plan(spec, w8, prof, b8, "consolidated").ops]
+    monkeypatch.setenv("DAK_CONSOLIDATE_EXACT", "1")
+    assert unset8 != [o.host_bytes for o in plan(spec, w8, prof, b8, "consolidated").ops]
 
 
 @pytest.mark.parametrize("model,x", [("llama-2-7b", 0.02), ("opt-6.7b", 0.1)])

@@ -55,6 +55,9 @@ SWITCHES: tuple[Switch, ...] = (
            "1/0 force a chained copy-engine linear's staged and HBM rows into one GEMV once its copies land"),
     Switch("DAK_HBM_FORK", "on at 17-64 tokens", ONOFF, "plan",
            "1/0 force the HBM rows of untuned split configs onto dak's GEMV beside the host kernel"),
+    Switch("DAK_CONSOLIDATE_EXACT", "on above 64 tokens", ONOFF, "plan",
+           "the consolidated plan judges every kind set's exact placement by the chain model, its slot "
+           "stalls priced (0.6-2 s a plan)"),
     Switch("DAK_COPY_WRAP", "plan", ("0", "1", "plan"), "plan",
            "the copy-ahead chain's last copy refills its first slot for the next step "
            "(1: every chain; plan: one-GEMV plans)"),
@@ -66,8 +69,6 @@ SWITCHES: tuple[Switch, ...] = (
     Switch("DAK_KV_PAIR_COPY", "0", ONOFF, "experiment", "a layer's host K and V copied as one pair"),
     Switch("DAK_RESIDUAL_ADDMM", "0", ONOFF, "experiment",
            "a fused layer adds the residual inside an all-HBM down_proj's cuBLAS call (addmm)"),
-    Switch("DAK_CONSOLIDATE_EXACT", "0", ONOFF, "experiment",
-           "the consolidated plan judges every kind set's exact placement by the chain model (1-5 s a plan)"),
     Switch("DAK_CE_MIN_SHARE", "0.02", (0.0, 1.0), "experiment",
            "host share above which untuned decode configs use the copy engine"),
     Switch("DAK_CE_CHUNKS", "1", (1, 64), "experiment", "copy-engine chunks per operator in untuned decode configs"),
@@ -187,11 +188,13 @@ def check_environment(environ=None) -> tuple[list[str], list[str]]:
 # Defaults that changed, as (switch, its value before, since: ISO UTC): a recorded run made before
 # `since` ran and planned with the old value unless it set the switch itself. Thirty-fourth
 # session: host K/V priced as copied ahead (H97/H97b), one-GEMV chains wrapped (H93b).
-# Forty-first: two copy-ahead slots were the default at every token count.
+# Forty-first: two copy-ahead slots were the default at every token count. Forty-third: the exact
+# consolidated search was off at every token count.
 CHANGED: tuple[tuple[str, str, str], ...] = (
     ("DAK_ROOFLINE_KV_AHEAD", "0", "2026-12-05T20:30"),
     ("DAK_COPY_WRAP", "0", "2026-12-05T20:30"),
     ("DAK_COPY_SLOTS", "2", "2026-12-06T11:30"),  # forty-first: four slots above 64 tokens (H131/H132)
+    ("DAK_CONSOLIDATE_EXACT", "0", "2026-12-06T19:50"),  # forty-third: on above 64 tokens (H139-H141)
 )
 
 

@@ -17,12 +17,13 @@ EXACT_MARGIN of the best are placed exactly (whole units). A
 placement is taken only when it beats the greedy's by more than `min_gain`; a profile without
 per-operator overheads therefore keeps the greedy's placement.
 
-With $DAK_CONSOLIDATE_EXACT=1 (an experiment, off) and a `predict` given (decode: the chain model),
-every kind set is placed exactly and judged by `predict`, not only the continuous ranking's best
-few. The ranking prices host parts by the roofline read in place, the chain model as copied ahead,
-so its best few can miss the chain model's best: on `h100-sxm`, Llama-2-7B at batch 512 and 5% the
-exact search predicts 25.25 against 25.89 ms, and at batch 8 OPT-6.7B at 2% 6.26 against 6.47 ms.
-It costs 1-5 s a plan on 2 CPU cores (2^kinds placements; 0.2-0.4 s without it) and is not measured on a GPU yet.
+Where dak.planner.stream.exact_search holds (decode of more than 64 tokens; $DAK_CONSOLIDATE_EXACT=1/0
+forces it) and a `predict` is given (decode: the chain model), every kind set is placed exactly
+and judged by `predict`, not only the continuous ranking's best few. The ranking prices host parts
+by the roofline read in place, the chain model as copied ahead, so its best few can miss the chain
+model's best: on `h100-sxm`, Llama-2-7B at batch 512 and 5% the exact search predicts 25.25 against
+25.89 ms (measured on an H100, forty-third session: 24.6 against 26.1 ms; at 20% 94.9 against 103.0).
+It costs 0.6-2 s a plan on 2 CPU cores (2^kinds placements; 0.1-0.4 s without it).
 """
 
 from __future__ import annotations
@@ -30,20 +31,15 @@ from __future__ import annotations
 import dataclasses
 import itertools
 
-from ..shares import env_flag
 from .cost import op_time, segments
 from .greedy import fill_by_slope, round_to_units, solve_continuous
 from .overhead import split_overhead
+from .stream import exact_search
 
 MAX_EXHAUSTIVE_KINDS = 14  # beyond: one kind at a time (descent)
 EXACT_CANDIDATES = 4       # best-scored kind sets always placed exactly
 EXACT_MARGIN = 0.05        # ... and every set scored within this of the best (the score is continuous:
 EXACT_MAX = 64             # rounding to whole units moves it by a few percent), at most EXACT_MAX
-
-
-def exact_enabled() -> bool:
-    """$DAK_CONSOLIDATE_EXACT=1: judge every kind set by its exact placement (see the module doc)."""
-    return env_flag("DAK_CONSOLIDATE_EXACT", False)
 
 
 def _place(ops, R: int, profile, off: frozenset, predict, memo: dict | None = None):
@@ -104,7 +100,7 @@ def _descent(ops, R, profile, kinds, best, min_gain, predict):
 def consolidate(ops, R: int, profile, workload, min_gain: float = 0.005, predict=None) -> list[int]:
     """Host units per operator (see the module doc). `predict(host bytes per op)`: the step time a
     placement is judged by (default: operator times plus split overheads, as `_score` ranks)."""
-    exact = predict is not None and exact_enabled()
+    exact = predict is not None and exact_search(workload)
     if predict is None:
         def predict(host):
             t = sum(op_time(op, h / op.bytes if op.bytes else 0.0, profile) for op, h in zip(ops, host))

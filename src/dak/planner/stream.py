@@ -37,10 +37,11 @@ import itertools
 from dataclasses import dataclass, replace
 
 from ..shares import (ONE_GEMV_LINK_SHARE, ONE_GEMV_SAVED_SHARE, ce_min_share, copy_slot_count, copy_wrap_enabled,
-                      copy_wrap_mode, gemv_enabled, one_gemv_mode)
+                      copy_wrap_mode, env_flag, gemv_enabled, one_gemv_mode)
 from .cost import GEMV_MAX_TOKENS, hbm_time, op_time, runs_gemv  # noqa: F401 -- GEMV_MAX_TOKENS re-exported
 from .curves import MAX_DECODE_TOKENS, curve_for
 from .overhead import copied_ahead, fusion_overhead, split_overhead
+from .slots import slot_stall
 
 MAX_STREAM_KINDS = 10  # linear kinds tried exhaustively (2^10 sets); beyond, the largest ones
 # The step's two sides combine as a p-norm rather than a hard max. Fitted with the profile's
@@ -61,6 +62,7 @@ class ChainTime:
     link_s: float                 # L in the module doc
     first_s: float = 0.0          # the step's first copy, which the compute side waits for
     one_gemv: bool = False        # copy-engine linears run as one GEMV once staged (see `chained`)
+    wrapped: bool = False         # the chain wraps around the step (see `wrapped`)
 
 
 def uses_copy_engine(op, host: int, many: bool = False) -> bool:
@@ -74,6 +76,15 @@ def uses_copy_engine(op, host: int, many: bool = False) -> bool:
 def many_tokens(workload) -> bool:
     """More tokens per step than one decode program covers (batch decode beyond MAX_DECODE_TOKENS)."""
     return workload.phase == "decode" and workload.batch > MAX_DECODE_TOKENS
+
+
+def exact_search(workload) -> bool:
+    """$DAK_CONSOLIDATE_EXACT: the consolidated plan places every kind set exactly and judges it by
+    the chain model with its slot stalls priced (dak.planner.consolidate, slot_stall). Unset: on for
+    decode steps of more than MAX_DECODE_TOKENS tokens (forty-third session, H100: Llama-2-7B at
+    batch 512 1.06x faster at 5% and 1.09x at 20%, three runs each), off below (batch 8: 1.05x at
+    one row of seven, the rest within 1% or, before slot stalls were priced, 0.71x)."""
+    return env_flag("DAK_CONSOLIDATE_EXACT", many_tokens(workload))
 
 
 def chain_time(ops, host_bytes, profile, many: bool = False, kv_ahead: bool = False) -> ChainTime:
@@ -113,7 +124,7 @@ def wrapped(ct: ChainTime) -> ChainTime:
     a chain that ends at the LM head hides nothing."""
     last = max((i for i, ce in enumerate(ct.copy_engine) if ce), default=None)
     tail = sum(ct.times[last + 1:]) if last is not None else 0.0
-    return replace(ct, link_s=ct.link_s - ct.first_s, first_s=max(0.0, ct.first_s - tail))
+    return replace(ct, link_s=ct.link_s - ct.first_s, first_s=max(0.0, ct.first_s - tail), wrapped=last is not None)
 
 
 def ce_local_time(op, x: float, profile) -> float:
@@ -160,6 +171,13 @@ def chained(ops, host_bytes, workload, profile, fused: bool, kv_ahead: bool = Fa
             if copy_wrap_mode() is None:  # $DAK_COPY_WRAP=plan: this chain wraps (copy_ahead.link_chain)
                 w = wrapped(ct)
                 ct, extra = w, extra - ct.first_s + w.first_s
+    if not exact_search(workload):  # the exact search's model only (see slot_stall)
+        return ct, extra
+    compute = sum(ct.times) + base + extra - ct.first_s
+    simulated = compute + slot_stall(ops, host_bytes, ct, profile, decode_slots(workload), compute)
+    if simulated > combine(compute + ct.first_s, ct.link_s):  # the chain's slots, not the link's total, bind
+        p = CONTENTION_NORM
+        extra += (simulated ** p - ct.link_s ** p) ** (1.0 / p) - (compute + ct.first_s)
     return ct, extra
 
 
