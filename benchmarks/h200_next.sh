@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh H115|H139|H139b|H138|H128|H116|H117|H119|H120|H114|H112|H111|H110|H109|H107|H106|H105|H104 (calls already run: benchmarks/h200_past_calls.sh, same usage)
+#   bash benchmarks/h200_next.sh H115|H143|H139b|H128|H116|H117|H119|H120|H114|H112|H111|H110|H109|H107|H106|H105|H104 (calls already run: benchmarks/h200_past_calls.sh, same usage)
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -50,35 +50,22 @@ H115) # (thirty-fourth session, an H200) the batch-8 rows whose plans or runs th
     step 200 $e2e --models opt-6.7b --ratios 1,5,20,40 --out "$OUT/e2e-h115-opt-6.7b.json"
     step 200 $e2e --models opt-30b --ratios 1,5,10 --out "$OUT/e2e-h115-opt-30b.json"
     ;;
-H139) # (forty-second session, an H100 or an H200) $DAK_CONSOLIDATE_EXACT=1 (new experiment): the consolidated plan
-    # judges every kind set's exact placement by the chain model instead of the continuous ranking's best few. On
-    # h100-sxm it re-plans Llama-2-7B at batch 512 and 5% (KV all in HBM, host rows on o_proj/down_proj/lm_head:
-    # about 130 copies a step instead of 386; predicted 25.25 against 25.89 ms) and 20% (host K/V only: 99.30
-    # against 101.79), and at batch 8 Llama-2-7B 5/10% (predicted 5.9% / 3.5% faster) and OPT-6.7B 5% (4.1%).
-    # Default then the switch, per group; adopt it if it wins on most rows
-    e2e="python3 -m dak bench e2e --systems dak-consolidated"
-    ab 170 DAK_CONSOLIDATE_EXACT=1 e2e-h139-llama-2-7b-bs512 $e2e --models llama-2-7b --batch 512 --ratios 5,20
-    ab 90 DAK_CONSOLIDATE_EXACT=1 e2e-h139-llama-2-7b-bs8 $e2e --models llama-2-7b --batch 8 --ratios 5,10
-    ab 80 DAK_CONSOLIDATE_EXACT=1 e2e-h139-opt-6.7b-bs8 $e2e --models opt-6.7b --batch 8 --ratios 2,5
+H143) # (forty-third session, an H100 or an H200) the exact search with the copy-ahead slots' stalls priced
+    # (dba2d73): Llama-3-8B batch 8 at 10% lost 0.71x to one 375 MiB LM-head copy (H142, 15.13 against 10.74 ms);
+    # the slot-aware search re-plans it (h100-sxm predicts 11.22 against 11.59). Default then the switch, twice.
+    # Then the new default above 64 tokens as it is (Llama-2-7B batch 512 at 5/20%: expect about 24.4 / 94.6 ms)
+    # and the copy-ahead and runtime GPU tests on it
+    e2e="python3 -m dak bench e2e --systems dak-consolidated --batch 8 --models llama-3-8b --ratios 10"
+    for run in 1 2; do ab 60 DAK_CONSOLIDATE_EXACT=1 e2e-h143-llama-3-8b-$run $e2e; done
+    step 120 python3 -m dak bench e2e --systems dak-consolidated,dak-uniform --models llama-2-7b --batch 512 \
+        --ratios 5,20 --out "$OUT/e2e-h143-llama-2-7b-bs512.json"
+    step 240 python3 -u -m pytest -q -p no:cacheprovider tests/test_copy_ahead_gpu.py tests/test_runtime_gpu.py
     ;;
 H139b) # (forty-second session, an H200, after H139) the H200 rows where the exact search predicts most: OPT-30B at
     # 2% (h200-pcie: 23.18 against 24.44 ms) and 5% (2.5%), Llama-3-8B at 10% (10.54 against 11.31)
     e2e="python3 -m dak bench e2e --systems dak-consolidated --batch 8"
     ab 150 DAK_CONSOLIDATE_EXACT=1 e2e-h139b-opt-30b-bs8 $e2e --models opt-30b --ratios 2,5
     ab 90 DAK_CONSOLIDATE_EXACT=1 e2e-h139b-llama-3-8b-bs8 $e2e --models llama-3-8b --ratios 10
-    ;;
-H138) # (forty-second session, an H100 or an H200) on the four-slot default, dak-consolidated at batch 512 and 5% is
-    # 0.78 x bound (26.7 against 20.9 ms; H133) and greedy 0.75: where does the rest go? H131's eager profile with
-    # four slots had 386 host copies a step (24.1 ms of copy engine for ~1.1 GB: 46 GB/s; 1 MiB copies run at
-    # 33.5 GB/s) and the link idle 2.3 ms. The graphed profile, then three switches that cut copies, each A/B in
-    # one process pair: one memcpy per chained large-N operator (H32: 1.6% slower, on two slots), copy groups of
-    # 16 MiB, K and V by one 2-D copy
-    step 90 python3 -u benchmarks/profile_step.py --model llama-2-7b --batch 512 --ratios 0.05 --steps 2 \
-        --policy consolidated --out "$OUT/step-h138-consolidated.json"
-    e2e="python3 -m dak bench e2e --models llama-2-7b --batch 512 --ratios 5 --systems dak-consolidated"
-    for sw in DAK_CHAIN_ONE_CHUNK=1 DAK_COPY_GROUP_MIB=16 DAK_KV_PAIR_COPY=1; do
-        ab 60 $sw e2e-h138-$(echo "${sw%%=*}" | tr 'A-Z_' 'a-z-') $e2e
-    done
     ;;
 H128) # (fortieth session, an H200) batch 512: on today's `h200-pcie` the planner predicts prefetch faster than every
     # dak policy for OPT-30B at 5% (91.9 against consolidated 96.5 ms; both link-bound at about 91 ms of link, priced

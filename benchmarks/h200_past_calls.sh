@@ -3,6 +3,30 @@
 # (step, ab, curves_ab, cache_vs_fresh) and $OUT, $log are set. past_call NAME runs one; unknown names return 2.
 past_call() {
 case "$1" in
+H139) # (ran: forty-third session at 886e67a on an H100; e2e-h139-*-s43-h100.json with H140-H142 inline: exact 1.06x / 1.09x at batch 512 5 / 20%, batch 8 Llama-2-7B 5% 1.05x, the rest within 1%, Llama-3-8B 10% 0.71x (H142); default above 64 tokens since dba2d73) (forty-second session, an H100 or an H200) $DAK_CONSOLIDATE_EXACT=1 (new experiment): the consolidated plan
+    # judges every kind set's exact placement by the chain model instead of the continuous ranking's best few. On
+    # h100-sxm it re-plans Llama-2-7B at batch 512 and 5% (KV all in HBM, host rows on o_proj/down_proj/lm_head:
+    # about 130 copies a step instead of 386; predicted 25.25 against 25.89 ms) and 20% (host K/V only: 99.30
+    # against 101.79), and at batch 8 Llama-2-7B 5/10% (predicted 5.9% / 3.5% faster) and OPT-6.7B 5% (4.1%).
+    # Default then the switch, per group; adopt it if it wins on most rows
+    e2e="python3 -m dak bench e2e --systems dak-consolidated"
+    ab 170 DAK_CONSOLIDATE_EXACT=1 e2e-h139-llama-2-7b-bs512 $e2e --models llama-2-7b --batch 512 --ratios 5,20
+    ab 90 DAK_CONSOLIDATE_EXACT=1 e2e-h139-llama-2-7b-bs8 $e2e --models llama-2-7b --batch 8 --ratios 5,10
+    ab 80 DAK_CONSOLIDATE_EXACT=1 e2e-h139-opt-6.7b-bs8 $e2e --models opt-6.7b --batch 8 --ratios 2,5
+    ;;
+H138) # (ran: forty-third session at 886e67a on an H100; step-h138-consolidated-s43-h100.json: 386 copies, 24.2 ms of copy engine; chain-one-chunk 1.025x, copy groups 16 MiB 0.985x, KV pair 1.008x, one run each) (forty-second session, an H100 or an H200) on the four-slot default, dak-consolidated at batch 512 and 5% is
+    # 0.78 x bound (26.7 against 20.9 ms; H133) and greedy 0.75: where does the rest go? H131's eager profile with
+    # four slots had 386 host copies a step (24.1 ms of copy engine for ~1.1 GB: 46 GB/s; 1 MiB copies run at
+    # 33.5 GB/s) and the link idle 2.3 ms. The graphed profile, then three switches that cut copies, each A/B in
+    # one process pair: one memcpy per chained large-N operator (H32: 1.6% slower, on two slots), copy groups of
+    # 16 MiB, K and V by one 2-D copy
+    step 90 python3 -u benchmarks/profile_step.py --model llama-2-7b --batch 512 --ratios 0.05 --steps 2 \
+        --policy consolidated --out "$OUT/step-h138-consolidated.json"
+    e2e="python3 -m dak bench e2e --models llama-2-7b --batch 512 --ratios 5 --systems dak-consolidated"
+    for sw in DAK_CHAIN_ONE_CHUNK=1 DAK_COPY_GROUP_MIB=16 DAK_KV_PAIR_COPY=1; do
+        ab 60 $sw e2e-h138-$(echo "${sw%%=*}" | tr 'A-Z_' 'a-z-') $e2e
+    done
+    ;;
 H134) # (ran: forty-second session at 6dfafd3 on an H100; e2e-h134-opt-30b-bs512-40-s42-h100.json: greedy 694.61, uniform 733.72, prefetch 806.83 ms, pred/meas 1.03-1.06) (forty-second session, an H100 or an H200) the issue's second batch-512 model on an H100: OPT-30B fits its
     # 80 GB only from x = 20.3% up (weights plus the KV cache of 512 x 64 tokens), so 40%: greedy, uniform and prefetch
     # on four copy slots. `dak plan --hardware h100-sxm` predicts 712.8 / 768.6 / 764.3 ms (greedy 1.08x uniform):
