@@ -341,25 +341,20 @@ def test_a_calibrated_copy_engine_linear_still_pays_its_copy_start_up():
 def test_slot_stall_sees_one_large_copy_behind_little_compute():
     """Two slots: a 10 ms copy whose slot frees 2 ms before its operator would start leaves an 8 ms wait;
     the same bytes as small copies each hidden by the operator before them leave only the first
-    copy's wait. The ops are fakes with bytes = traffic, so a copy takes host/B_ce + start-up."""
-    from types import SimpleNamespace
-
+    copy's wait. Each ChainTime carries its copies' link times (ct.copies)."""
     from dak.planner.slots import slot_stall
     from dak.planner.stream import ChainTime
-    prof = dataclasses.replace(H200, host_bandwidth_ce=1e9, copy_op_overhead_s=0.0)
-    op = SimpleNamespace(bytes=10**8, traffic=1e8)
-    ops = [op] * 4
     ms = 1e-3
-    lumpy = ChainTime((1 * ms, 1 * ms, 1 * ms, 1 * ms), (True, True, False, True), 0.0)
-    host = [10**6, 10**6, 0, 10**7]                 # 1, 1 and 10 ms of copy
-    stall = slot_stall(ops, host, lumpy, prof, 2, 4 * ms)
+    lumpy = ChainTime((1 * ms, 1 * ms, 1 * ms, 1 * ms), (True, True, False, True), 0.0,
+                      copies=(1 * ms, 1 * ms, 0.0, 10 * ms))
+    stall = slot_stall(lumpy, 2, 4 * ms)
     # op 0 waits 1 ms for its copy (runs 1-2 ms), op 1's copy lands at 2 ms (runs 2-3), op 2 runs
     # 3-4; op 3's copy starts when op 0 has freed its slot and the link is free (2 ms) and lands at
     # 12 ms: the step ends at 13 ms against 4 ms of compute
     assert stall == pytest.approx(9 * ms)
-    even = ChainTime((5 * ms,) * 4, (True,) * 4, 0.0)
-    assert slot_stall(ops, [10**6] * 4, even, prof, 2, 20 * ms) == pytest.approx(1 * ms)  # the first copy
-    assert slot_stall(ops, [0] * 4, ChainTime((ms,) * 4, (False,) * 4, 0.0), prof, 2, 4 * ms) == 0.0
+    even = ChainTime((5 * ms,) * 4, (True,) * 4, 0.0, copies=(1 * ms,) * 4)
+    assert slot_stall(even, 2, 20 * ms) == pytest.approx(1 * ms)  # the first copy
+    assert slot_stall(ChainTime((ms,) * 4, (False,) * 4, 0.0, copies=(0.0,) * 4), 2, 4 * ms) == 0.0
 
 
 def test_exact_switch_keeps_a_large_lm_head_copy_off_the_end_of_the_chain(monkeypatch):

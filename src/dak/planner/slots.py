@@ -5,9 +5,9 @@ one large copy behind little compute leaves the compute side waiting instead."""
 from __future__ import annotations
 
 
-def slot_stall(ops, host_bytes, ct, profile, slots: int, compute_s: float) -> float:
-    """The compute side's wait for copy-ahead copies of the chain `ct` (a dak.planner.stream.ChainTime)
-    when it runs as it is built (dak.kernels.copy_ahead): the k-th copy-engine operator's copy starts once the link is free and
+def slot_stall(ct, slots: int, compute_s: float) -> float:
+    """The compute side's wait for copy-ahead copies of the chain `ct` (a dak.planner.stream.ChainTime,
+    its copies' link times in ct.copies) when it runs as it is built (dak.kernels.copy_ahead): the k-th copy-engine operator's copy starts once the link is free and
     operator k-slots' GEMMs have freed its slot (the events it waits on), and operator k waits
     for it. A step of `compute_s` of compute (spread over the operators in
     proportion to their local times) is simulated; with a wrapped chain the first copy is the
@@ -23,8 +23,7 @@ def slot_stall(ops, host_bytes, ct, profile, slots: int, compute_s: float) -> fl
     if not ce or total <= 0:
         return 0.0
     scale = compute_s / total
-    copy = {i: host_bytes[i] / ops[i].bytes * ops[i].traffic / profile.host_bandwidth_ce
-            + profile.copy_op_overhead_s for i in ce}
+    copy = {i: ct.copies[i] for i in ce}
 
     def run(first_ready: float) -> tuple[float, float]:
         t, link = 0.0, (first_ready if ct.wrapped else 0.0)  # a wrapped first copy holds the link till then

@@ -63,6 +63,7 @@ class ChainTime:
     first_s: float = 0.0          # the step's first copy, which the compute side waits for
     one_gemv: bool = False        # copy-engine linears run as one GEMV once staged (see `chained`)
     wrapped: bool = False         # the chain wraps around the step (see `wrapped`)
+    copies: tuple[float, ...] = ()  # per op: its copy-ahead copy's link time with start-up (copy-engine linears)
 
 
 def uses_copy_engine(op, host: int, many: bool = False) -> bool:
@@ -95,24 +96,27 @@ def chain_time(ops, host_bytes, profile, many: bool = False, kv_ahead: bool = Fa
     the link side at the copy-engine rate with one copy start-up (and, as for the roofline's
     attention, the profile's attention_host_excess on the compute side: split_overhead); without
     a curve the roofline stays as it was fitted."""
-    times, flags, link, first = [], [], 0.0, None
+    times, flags, copies, link, first = [], [], [], 0.0, None
     for op, h in zip(ops, host_bytes):
         x = h / op.bytes if op.bytes else 0.0
         ce = uses_copy_engine(op, h, many)
         flags.append(ce)
+        chained_copy = 0.0
         if copied_ahead(op, h, profile, kv_ahead):
             times.append(op_time(op, 0.0, profile))
             link += x * op.copied / profile.host_bandwidth_ce + profile.copy_op_overhead_s  # up to the bucket
         elif ce:
             times.append(ce_local_time(op, x, profile))
             copy = x * op.traffic / profile.host_bandwidth_ce
-            link += copy + profile.copy_op_overhead_s
+            chained_copy = copy + profile.copy_op_overhead_s
+            link += chained_copy
             first = copy if first is None else first
         else:
             times.append(op_time(op, x, profile))
             if h and not op.kind.startswith("embed"):
                 link += x * op.traffic / profile.split_host_bandwidth
-    ct = ChainTime(tuple(times), tuple(flags), link + (first or 0.0), first or 0.0)
+        copies.append(chained_copy)
+    ct = ChainTime(tuple(times), tuple(flags), link + (first or 0.0), first or 0.0, copies=tuple(copies))
     return wrapped(ct) if copy_wrap_enabled() else ct
 
 
@@ -174,7 +178,7 @@ def chained(ops, host_bytes, workload, profile, fused: bool, kv_ahead: bool = Fa
     if not exact_search(workload):  # the exact search's model only (see slot_stall)
         return ct, extra
     compute = sum(ct.times) + base + extra - ct.first_s
-    simulated = compute + slot_stall(ops, host_bytes, ct, profile, decode_slots(workload), compute)
+    simulated = compute + slot_stall(ct, decode_slots(workload), compute)
     if simulated > combine(compute + ct.first_s, ct.link_s):  # the chain's slots, not the link's total, bind
         p = CONTENTION_NORM
         extra += (simulated ** p - ct.link_s ** p) ** (1.0 / p) - (compute + ct.first_s)
