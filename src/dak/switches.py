@@ -57,7 +57,7 @@ SWITCHES: tuple[Switch, ...] = (
            "1/0 force the HBM rows of untuned split configs onto dak's GEMV beside the host kernel"),
     Switch("DAK_CONSOLIDATE_EXACT", "on above 64 tokens", ONOFF, "plan",
            "the consolidated plan judges every kind set's exact placement by the chain model, its slot "
-           "stalls priced (0.6-2 s a plan)"),
+           "stalls priced (1-3 s a plan)"),
     Switch("DAK_COPY_WRAP", "plan", ("0", "1", "plan"), "plan",
            "the copy-ahead chain's last copy refills its first slot for the next step "
            "(1: every chain; plan: one-GEMV plans)"),

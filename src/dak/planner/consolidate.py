@@ -23,7 +23,7 @@ and judged by `predict`, not only the continuous ranking's best few. The ranking
 by the roofline read in place, the chain model as copied ahead, so its best few can miss the chain
 model's best: on `h100-sxm`, Llama-2-7B at batch 512 and 5% the exact search predicts 25.25 against
 25.89 ms (measured on an H100, forty-third session: 24.6 against 26.1 ms; at 20% 94.9 against 103.0).
-It costs 0.6-2 s a plan on 2 CPU cores (2^kinds placements; 0.1-0.4 s without it).
+It costs 1-3 s a plan on 2 CPU cores (2^kinds placements; 0.1-0.5 s without it).
 """
 
 from __future__ import annotations
