@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh H115|H143|H139b|H128|H116|H117|H119|H120|H114|H112|H111|H110|H109|H107|H106|H105|H104 (calls already run: benchmarks/h200_past_calls.sh, same usage)
+#   bash benchmarks/h200_next.sh H115|H145|H143|H139b|H128|H116|H117|H119|H120|H114|H112|H111|H110|H109|H107|H106|H105|H104 (calls already run: benchmarks/h200_past_calls.sh, same usage)
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -49,6 +49,20 @@ H115) # (thirty-fourth session, an H200) the batch-8 rows whose plans or runs th
     step 120 $e2e --models llama-2-7b --ratios 5,40 --out "$OUT/e2e-h115-llama-2-7b.json"
     step 200 $e2e --models opt-6.7b --ratios 1,5,20,40 --out "$OUT/e2e-h115-opt-6.7b.json"
     step 200 $e2e --models opt-30b --ratios 1,5,10 --out "$OUT/e2e-h115-opt-30b.json"
+    ;;
+H145) # (forty-fourth session, an H100 or an H200) the exact search at batch 8 on the rows it re-plans that no
+    # GPU run has timed (h100-sxm scan plan-exact-bs8-h100-sxm-s44-cpu.json: predicted 1.003-1.032x), to decide
+    # whether it becomes the default at batch 8 too; each pair in one order for two models and the other for two
+    e2e="python3 -m dak bench e2e --systems dak-consolidated --batch 8"
+    x=DAK_CONSOLIDATE_EXACT=1
+    step 90 $e2e --models llama-2-7b --ratios 20,40 --out "$OUT/e2e-h145-llama-2-7b-default.json"
+    step 90 env $x $e2e --models llama-2-7b --ratios 20,40 --out "$OUT/e2e-h145-llama-2-7b-exact.json"
+    step 90 env $x $e2e --models llama-3-8b --ratios 20,40 --out "$OUT/e2e-h145-llama-3-8b-exact.json"
+    step 90 $e2e --models llama-3-8b --ratios 20,40 --out "$OUT/e2e-h145-llama-3-8b-default.json"
+    step 100 $e2e --models opt-6.7b --ratios 10,20,40 --out "$OUT/e2e-h145-opt-6.7b-default.json"
+    step 100 env $x $e2e --models opt-6.7b --ratios 10,20,40 --out "$OUT/e2e-h145-opt-6.7b-exact.json"
+    step 150 env $x $e2e --models opt-30b --ratios 2,5,10 --out "$OUT/e2e-h145-opt-30b-exact.json"
+    step 150 $e2e --models opt-30b --ratios 2,5,10 --out "$OUT/e2e-h145-opt-30b-default.json"
     ;;
 H143) # (forty-third session, an H100 or an H200) the exact search with the copy-ahead slots' stalls priced
     # (dba2d73): Llama-3-8B batch 8 at 10% lost 0.71x to one 375 MiB LM-head copy (H142, 15.13 against 10.74 ms);
