@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh H115|H145|H143|H139b|H128|H116|H117|H119|H120|H114|H112|H111|H110|H109|H107|H106|H105|H104 (calls already run: benchmarks/h200_past_calls.sh, same usage)
+#   bash benchmarks/h200_next.sh H115|H145|H146|H139b|H128|H116|H117|H119|H120|H114|H112|H111|H110|H109|H107|H106|H105|H104 (calls already run: benchmarks/h200_past_calls.sh, same usage)
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -64,16 +64,10 @@ H145) # (forty-fourth session, an H100 or an H200) the exact search at batch 8 o
     step 150 env $x $e2e --models opt-30b --ratios 2,5,10 --out "$OUT/e2e-h145-opt-30b-exact.json"
     step 150 $e2e --models opt-30b --ratios 2,5,10 --out "$OUT/e2e-h145-opt-30b-default.json"
     ;;
-H143) # (forty-third session, an H100 or an H200) the exact search with the copy-ahead slots' stalls priced
-    # (dba2d73): Llama-3-8B batch 8 at 10% lost 0.71x to one 375 MiB LM-head copy (H142, 15.13 against 10.74 ms);
-    # the slot-aware search re-plans it (h100-sxm predicts 11.22 against 11.59). Default then the switch, twice.
-    # Then the new default above 64 tokens as it is (Llama-2-7B batch 512 at 5/20%: expect about 24.4 / 94.6 ms)
-    # and the copy-ahead and runtime GPU tests on it
-    e2e="python3 -m dak bench e2e --systems dak-consolidated --batch 8 --models llama-3-8b --ratios 10"
-    for run in 1 2; do ab 60 DAK_CONSOLIDATE_EXACT=1 e2e-h143-llama-3-8b-$run $e2e; done
-    step 120 python3 -m dak bench e2e --systems dak-consolidated,dak-uniform --models llama-2-7b --batch 512 \
-        --ratios 5,20 --out "$OUT/e2e-h143-llama-2-7b-bs512.json"
-    step 240 python3 -u -m pytest -q -p no:cacheprovider tests/test_copy_ahead_gpu.py tests/test_runtime_gpu.py
+H146) # (forty-fourth session, after H145 if time is left) DAK_CHAIN_ONE_CHUNK=1 on greedy and uniform at batch 512:
+    # H144 had greedy 1.03-1.075x faster with it in 4 of 4 pairs (consolidated 0.99-1.07x); does uniform gain as much?
+    e2e="python3 -m dak bench e2e --systems dak-greedy,dak-uniform --models llama-2-7b --batch 512 --ratios 5"
+    ab 100 DAK_CHAIN_ONE_CHUNK=1 e2e-h146-llama-2-7b-bs512 $e2e
     ;;
 H139b) # (forty-second session, an H200, after H139) the H200 rows where the exact search predicts most: OPT-30B at
     # 2% (h200-pcie: 23.18 against 24.44 ms) and 5% (2.5%), Llama-3-8B at 10% (10.54 against 11.31)

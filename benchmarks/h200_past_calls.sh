@@ -3,6 +3,26 @@
 # (step, ab, curves_ab, cache_vs_fresh) and $OUT, $log are set. past_call NAME runs one; unknown names return 2.
 past_call() {
 case "$1" in
+H144) # (ran inline: forty-fourth session at 84afcc0 on an H100, right after H143; e2e-h144-*-s44-h100.json, run order
+    # default 1, one-chunk 1, default 2, one-chunk 2: DAK_CHAIN_ONE_CHUNK=1 on the exact default at batch 512) greedy and
+    # consolidated, Llama-2-7B at 5 / 20%
+    e="python3 -m dak bench e2e --systems dak-consolidated,dak-greedy --models llama-2-7b --batch 512 --ratios 5,20"
+    for r in 1 2; do
+        step 130 $e --out "$OUT/bs512-default-$r.json"
+        step 130 env DAK_CHAIN_ONE_CHUNK=1 $e --out "$OUT/bs512-onechunk-$r.json"
+    done
+    ;;
+H143) # (ran: forty-fourth session at 84afcc0 on an H100; e2e-h143-*-s44-h100.json: Llama-3-8B at 10% default 11.29 / 11.13, exact 10.92 / 11.05 ms (pred/meas 1.02-1.03); batch 512 consolidated 25.28 / 96.07, uniform 33.44 / 110.56 ms (1.32x / 1.15x); the two GPU test files 69 passed, 6 skipped) (forty-third session, an H100 or an H200) the exact search with the copy-ahead slots' stalls priced
+    # (dba2d73): Llama-3-8B batch 8 at 10% lost 0.71x to one 375 MiB LM-head copy (H142, 15.13 against 10.74 ms);
+    # the slot-aware search re-plans it (h100-sxm predicts 11.22 against 11.59). Default then the switch, twice.
+    # Then the new default above 64 tokens as it is (Llama-2-7B batch 512 at 5/20%: expect about 24.4 / 94.6 ms)
+    # and the copy-ahead and runtime GPU tests on it
+    e2e="python3 -m dak bench e2e --systems dak-consolidated --batch 8 --models llama-3-8b --ratios 10"
+    for run in 1 2; do ab 60 DAK_CONSOLIDATE_EXACT=1 e2e-h143-llama-3-8b-$run $e2e; done
+    step 120 python3 -m dak bench e2e --systems dak-consolidated,dak-uniform --models llama-2-7b --batch 512 \
+        --ratios 5,20 --out "$OUT/e2e-h143-llama-2-7b-bs512.json"
+    step 240 python3 -u -m pytest -q -p no:cacheprovider tests/test_copy_ahead_gpu.py tests/test_runtime_gpu.py
+    ;;
 H139) # (ran: forty-third session at 886e67a on an H100; e2e-h139-*-s43-h100.json with H140-H142 inline: exact 1.06x / 1.09x at batch 512 5 / 20%, batch 8 Llama-2-7B 5% 1.05x, the rest within 1%, Llama-3-8B 10% 0.71x (H142); default above 64 tokens since dba2d73) (forty-second session, an H100 or an H200) $DAK_CONSOLIDATE_EXACT=1 (new experiment): the consolidated plan
     # judges every kind set's exact placement by the chain model instead of the continuous ranking's best few. On
     # h100-sxm it re-plans Llama-2-7B at batch 512 and 5% (KV all in HBM, host rows on o_proj/down_proj/lm_head:
