@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh H115|H145|H146|H139b|H128|H116|H117|H119|H120|H114|H112|H111|H110|H109|H107|H106|H105|H104 (calls already run: benchmarks/h200_past_calls.sh, same usage)
+#   bash benchmarks/h200_next.sh H115|H147|H139b|H128|H116|H117|H119|H120|H114|H112|H111|H110|H109|H107|H106|H105|H104 (calls already run: benchmarks/h200_past_calls.sh, same usage)
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -50,24 +50,13 @@ H115) # (thirty-fourth session, an H200) the batch-8 rows whose plans or runs th
     step 200 $e2e --models opt-6.7b --ratios 1,5,20,40 --out "$OUT/e2e-h115-opt-6.7b.json"
     step 200 $e2e --models opt-30b --ratios 1,5,10 --out "$OUT/e2e-h115-opt-30b.json"
     ;;
-H145) # (forty-fourth session, an H100 or an H200) the exact search at batch 8 on the rows it re-plans that no
-    # GPU run has timed (h100-sxm scan plan-exact-bs8-h100-sxm-s44-cpu.json: predicted 1.003-1.032x), to decide
-    # whether it becomes the default at batch 8 too; each pair in one order for two models and the other for two
-    e2e="python3 -m dak bench e2e --systems dak-consolidated --batch 8"
-    x=DAK_CONSOLIDATE_EXACT=1
-    step 90 $e2e --models llama-2-7b --ratios 20,40 --out "$OUT/e2e-h145-llama-2-7b-default.json"
-    step 90 env $x $e2e --models llama-2-7b --ratios 20,40 --out "$OUT/e2e-h145-llama-2-7b-exact.json"
-    step 90 env $x $e2e --models llama-3-8b --ratios 20,40 --out "$OUT/e2e-h145-llama-3-8b-exact.json"
-    step 90 $e2e --models llama-3-8b --ratios 20,40 --out "$OUT/e2e-h145-llama-3-8b-default.json"
-    step 100 $e2e --models opt-6.7b --ratios 10,20,40 --out "$OUT/e2e-h145-opt-6.7b-default.json"
-    step 100 env $x $e2e --models opt-6.7b --ratios 10,20,40 --out "$OUT/e2e-h145-opt-6.7b-exact.json"
-    step 150 env $x $e2e --models opt-30b --ratios 2,5,10 --out "$OUT/e2e-h145-opt-30b-exact.json"
-    step 150 $e2e --models opt-30b --ratios 2,5,10 --out "$OUT/e2e-h145-opt-30b-default.json"
-    ;;
-H146) # (forty-fourth session, after H145 if time is left) DAK_CHAIN_ONE_CHUNK=1 on greedy and uniform at batch 512:
-    # H144 had greedy 1.03-1.075x faster with it in 4 of 4 pairs (consolidated 0.99-1.07x); does uniform gain as much?
-    e2e="python3 -m dak bench e2e --systems dak-greedy,dak-uniform --models llama-2-7b --batch 512 --ratios 5"
-    ab 100 DAK_CHAIN_ONE_CHUNK=1 e2e-h146-llama-2-7b-bs512 $e2e
+H147) # (forty-fourth session, an H100 or an H200) the one-memcpy default in decode chains above 64 tokens
+    # (DAK_CHAIN_ONE_CHUNK unset: on there since the forty-fourth session) as it is: the copy-ahead and runtime
+    # GPU tests, then Llama-2-7B batch 512 at 5 / 20%, all three policies (H100: expect consolidated about 25 /
+    # 95 ms, greedy 27.4, uniform 31.8 at 5%); an H200 has not run batch 512 on four slots (see H128)
+    step 240 python3 -u -m pytest -q -p no:cacheprovider tests/test_copy_ahead_gpu.py tests/test_runtime_gpu.py
+    step 200 python3 -m dak bench e2e --systems dak-consolidated,dak-greedy,dak-uniform --models llama-2-7b \
+        --batch 512 --ratios 5,20 --out "$OUT/e2e-h147-llama-2-7b-bs512.json"
     ;;
 H139b) # (forty-second session, an H200, after H139) the H200 rows where the exact search predicts most: OPT-30B at
     # 2% (h200-pcie: 23.18 against 24.44 ms) and 5% (2.5%), Llama-3-8B at 10% (10.54 against 11.31)

@@ -3,6 +3,25 @@
 # (step, ab, curves_ab, cache_vs_fresh) and $OUT, $log are set. past_call NAME runs one; unknown names return 2.
 past_call() {
 case "$1" in
+H146) # (ran: forty-fourth session at de7af20 on an H100, after H145; its JSONs did not come back (8-file limit), figures in run-h145-h146-s44-h100.log: greedy 1.039x, uniform 1.048x with it; one memcpy per chained operator the default in decode chains above 64 tokens since then) (forty-fourth session, after H145 if time is left) DAK_CHAIN_ONE_CHUNK=1 on greedy and uniform at batch 512:
+    # H144 had greedy 1.03-1.075x faster with it in 4 of 4 pairs (consolidated 0.99-1.07x); does uniform gain as much?
+    e2e="python3 -m dak bench e2e --systems dak-greedy,dak-uniform --models llama-2-7b --batch 512 --ratios 5"
+    ab 100 DAK_CHAIN_ONE_CHUNK=1 e2e-h146-llama-2-7b-bs512 $e2e
+    ;;
+H145) # (ran: forty-fourth session at de7af20 on an H100; e2e-h145-*-s44-h100.json, run-h145-h146-s44-h100.log: exact over default 0.968-1.014x, geometric mean 1.002x; stays off at batch 8) (forty-fourth session, an H100 or an H200) the exact search at batch 8 on the rows it re-plans that no
+    # GPU run has timed (h100-sxm scan plan-exact-bs8-h100-sxm-s44-cpu.json: predicted 1.003-1.032x), to decide
+    # whether it becomes the default at batch 8 too; each pair in one order for two models and the other for two
+    e2e="python3 -m dak bench e2e --systems dak-consolidated --batch 8"
+    x=DAK_CONSOLIDATE_EXACT=1
+    step 90 $e2e --models llama-2-7b --ratios 20,40 --out "$OUT/e2e-h145-llama-2-7b-default.json"
+    step 90 env $x $e2e --models llama-2-7b --ratios 20,40 --out "$OUT/e2e-h145-llama-2-7b-exact.json"
+    step 90 env $x $e2e --models llama-3-8b --ratios 20,40 --out "$OUT/e2e-h145-llama-3-8b-exact.json"
+    step 90 $e2e --models llama-3-8b --ratios 20,40 --out "$OUT/e2e-h145-llama-3-8b-default.json"
+    step 100 $e2e --models opt-6.7b --ratios 10,20,40 --out "$OUT/e2e-h145-opt-6.7b-default.json"
+    step 100 env $x $e2e --models opt-6.7b --ratios 10,20,40 --out "$OUT/e2e-h145-opt-6.7b-exact.json"
+    step 150 env $x $e2e --models opt-30b --ratios 2,5,10 --out "$OUT/e2e-h145-opt-30b-exact.json"
+    step 150 $e2e --models opt-30b --ratios 2,5,10 --out "$OUT/e2e-h145-opt-30b-default.json"
+    ;;
 H144) # (ran inline: forty-fourth session at 84afcc0 on an H100, right after H143; e2e-h144-*-s44-h100.json, run order
     # default 1, one-chunk 1, default 2, one-chunk 2: DAK_CHAIN_ONE_CHUNK=1 on the exact default at batch 512) greedy and
     # consolidated, Llama-2-7B at 5 / 20%

@@ -292,11 +292,15 @@ def test_shared_buffers_and_streams_key_cuda_by_its_index(monkeypatch):
     assert device_key("cpu") == torch.device("cpu")
 
 
-@pytest.mark.parametrize("flag", ["1", "0"])
-def test_chained_large_n_operators_copy_once_but_the_last(flag, monkeypatch):
-    """$DAK_CHAIN_ONE_CHUNK=1 (an experiment, off by default): a chained large-N operator (hbm_cublas) is copied in
-    one memcpy, the chain's last keeps its chunks; decode-size configs keep theirs; results equal."""
-    monkeypatch.setenv("DAK_CHAIN_ONE_CHUNK", flag)
+@pytest.mark.parametrize("flag,own", [("1", False), ("0", False), (None, False), ("1", True), (None, True)])
+def test_chained_large_n_operators_copy_once_but_the_last(flag, own, monkeypatch):
+    """$DAK_CHAIN_ONE_CHUNK (unset: on in decode chains of more than 64 tokens, off in a prefill's own
+    chain): a chained large-N operator (hbm_cublas) is copied in one memcpy, the chain's last keeps its
+    chunks; decode-size configs keep theirs; results equal."""
+    if flag is None:
+        monkeypatch.delenv("DAK_CHAIN_ONE_CHUNK", raising=False)
+    else:
+        monkeypatch.setenv("DAK_CHAIN_ONE_CHUNK", flag)
     mods = [m for m in _mods() if m.host_rows]
     n = 70  # a large-N token count
     x = torch.randn(n, 32).to(torch.bfloat16).to(DEV)
@@ -309,10 +313,10 @@ def test_chained_large_n_operators_copy_once_but_the_last(flag, monkeypatch):
     with copy_ahead.record_chain() as rec:
         for m in mods:
             m(x)
-    assert copy_ahead.link_chain(rec, n) == 4
+    assert copy_ahead.link_chain(rec, n, own_slots=own) == 4
     chunks = [(len(m._ahead.plan.chunks), m._configs[token_bucket(n)] is m._ahead.cfg) for m in mods]
     # host rows 32, 16, 64, 32 in 16-row tiles: 4 chunks cap at 2, 1, 4, 2
-    first = 1 if flag == "1" else 2
+    first = 1 if flag == "1" or (flag is None and not own) else 2
     assert chunks == [(first, True), (1, True), (4, True), (2, True)]
     for m, r in zip(mods, ref):
         if DEV.type == "cuda":  # one copy instead of chunks: cuBLAS may multiply other shapes, so not bit for bit
@@ -320,6 +324,19 @@ def test_chained_large_n_operators_copy_once_but_the_last(flag, monkeypatch):
         else:
             assert torch.equal(m(x), r)
     copy_ahead.unlink(mods)
+
+
+def test_chain_one_chunk_default_starts_above_the_decode_token_limit(monkeypatch):
+    """Unset, one memcpy per chained operator only for decode chains beyond MAX_DECODE_TOKENS (where
+    H144/H146 measured it); '1'/'0' force it for every chain, a prefill's own (None) included."""
+    from dak.planner.curves import MAX_DECODE_TOKENS
+    from dak.shares import chain_one_chunk
+    monkeypatch.delenv("DAK_CHAIN_ONE_CHUNK", raising=False)
+    assert [chain_one_chunk(n) for n in (None, 1, MAX_DECODE_TOKENS, MAX_DECODE_TOKENS + 1, 512)] == \
+        [False, False, False, True, True]
+    for flag in ("0", "1"):
+        monkeypatch.setenv("DAK_CHAIN_ONE_CHUNK", flag)
+        assert {chain_one_chunk(n) for n in (None, 8, 512)} == {flag == "1"}
 
 
 def test_own_slot_chains_leave_the_shared_slots_alone():

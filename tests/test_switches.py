@@ -169,16 +169,19 @@ def test_thirty_fourth_session_defaults_and_runs_before_them(monkeypatch):
     for name in ("DAK_ROOFLINE_KV_AHEAD", "DAK_COPY_WRAP"):
         monkeypatch.delenv(name, raising=False)
     assert roofline_kv_ahead() is True and copy_wrap_mode() is None
-    old = {"DAK_ROOFLINE_KV_AHEAD": "0", "DAK_COPY_WRAP": "0", "DAK_COPY_SLOTS": "2", "DAK_CONSOLIDATE_EXACT": "0"}
+    old = {"DAK_ROOFLINE_KV_AHEAD": "0", "DAK_COPY_WRAP": "0", "DAK_COPY_SLOTS": "2", "DAK_CONSOLIDATE_EXACT": "0",
+           "DAK_CHAIN_ONE_CHUNK": "0"}
     since = max(s for _, _, s in CHANGED)
     assert run_environ(None, "2026-12-05T19:38:04") == old and run_environ({}, None) == old
     assert run_environ({"DAK_COPY_WRAP": "1", "DAK_HBM_GEMV": "0"}, "2026-12-01T00:00:00") == dict(
         old, DAK_COPY_WRAP="1", DAK_HBM_GEMV="0")
     assert run_environ({"DAK_HBM_GEMV": "0"}, since) == {"DAK_HBM_GEMV": "0"}  # made after: as it ran
     # between the changes: only the later ones' old values (the forty-first session's copy slots, the
-    # forty-third's exact search)
-    assert run_environ(None, "2026-12-06T09:00:00") == {"DAK_COPY_SLOTS": "2", "DAK_CONSOLIDATE_EXACT": "0"}
-    assert run_environ(None, "2026-12-06T12:00:00") == {"DAK_CONSOLIDATE_EXACT": "0"}
+    # forty-third's exact search, the forty-fourth's one memcpy per chained large-N operator)
+    later = {"DAK_CONSOLIDATE_EXACT": "0", "DAK_CHAIN_ONE_CHUNK": "0"}
+    assert run_environ(None, "2026-12-06T09:00:00") == dict(later, DAK_COPY_SLOTS="2")
+    assert run_environ(None, "2026-12-06T12:00:00") == later
+    assert run_environ(None, "2026-12-06T21:43:20") == {"DAK_CHAIN_ONE_CHUNK": "0"}  # H146, before the change
     with environment(run_environ(None, "2026-12-04T00:00:00")):
         assert roofline_kv_ahead() is False and copy_wrap_mode() is False
     assert roofline_kv_ahead() is True and "DAK_COPY_WRAP" not in os.environ  # restored

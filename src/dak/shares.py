@@ -239,14 +239,18 @@ def copy_wrap_enabled() -> bool:
     return copy_wrap_mode() is True
 
 
-def chain_one_chunk() -> bool:
-    """$DAK_CHAIN_ONE_CHUNK=1 (an experiment, off): copy-ahead copies a chained large-N operator's
-    host rows in one memcpy, all but the chain's last (which keeps its shrinking chunks). Queued an
-    operator ahead, the rows land before the operator runs, so chunks only add copies and smaller
-    GEMMs: in chains of 8 OPT-30B 7168x7168 operators at N 256-8192 the same chunking ran 0.92-1.12x
-    as fast with it (median about 1.01x; H32), but Llama-2-7B's batch-512 decode step at 5% was
-    1.6% slower with it (25.47 / 25.07 ms, H32)."""
-    return env_flag("DAK_CHAIN_ONE_CHUNK", False)
+def chain_one_chunk(n_tokens: int | None = None) -> bool:
+    """$DAK_CHAIN_ONE_CHUNK: copy-ahead copies a chained large-N operator's host rows in one memcpy,
+    all but the chain's last (which keeps its shrinking chunks). Queued an operator ahead, the rows
+    land before the operator runs, so chunks only add copies and smaller GEMMs. Unset: on for a
+    decode chain of `n_tokens` > 64 (four slots, as copy_slot_count), off elsewhere (None: a
+    captured prefill's own two-slot chain; chains of up to 64 tokens keep their configs' chunks). '1'/'0' force
+    it everywhere / nowhere. Forty-fourth session, H100, Llama-2-7B batch 512 (H138, H144, H146):
+    faster in 9 of 11 alternated pairs (greedy 1.01-1.08x, uniform 1.05x, consolidated 0.994-1.07x,
+    about 1.03x on average). Before, on two slots (H32, H200): 1.6% slower at 5%; chains of 8
+    OPT-30B 7168x7168 operators at N 256-8192 0.92-1.12x (median 1.01x)."""
+    from dak.planner.curves import MAX_DECODE_TOKENS  # see copy_slot_count
+    return env_flag("DAK_CHAIN_ONE_CHUNK", n_tokens is not None and n_tokens > MAX_DECODE_TOKENS)
 
 
 def ce_fork_enabled() -> bool:

@@ -58,6 +58,8 @@ SWITCHES: tuple[Switch, ...] = (
     Switch("DAK_CONSOLIDATE_EXACT", "on above 64 tokens", ONOFF, "plan",
            "the consolidated plan judges every kind set's exact placement by the chain model, its slot "
            "stalls priced (1-3 s a plan)"),
+    Switch("DAK_CHAIN_ONE_CHUNK", "on in decode chains above 64 tokens", ONOFF, "plan",
+           "1/0 force a chained large-N operator's copies into one memcpy (the chain's last keeps its chunks)"),
     Switch("DAK_COPY_WRAP", "plan", ("0", "1", "plan"), "plan",
            "the copy-ahead chain's last copy refills its first slot for the next step "
            "(1: every chain; plan: one-GEMV plans)"),
@@ -65,7 +67,6 @@ SWITCHES: tuple[Switch, ...] = (
     Switch("DAK_SPLIT_GEMV_TILES", "0", ONOFF, "experiment", "the GEMV's tiles for in-place split configs' HBM rows"),
     Switch("DAK_CE_FORK", "0", ONOFF, "experiment", "copy-engine operators fork their staged part onto a side stream"),
     Switch("DAK_KV_AHEAD_FORK", "0", ONOFF, "experiment", "the copied-ahead attention forks its staged part"),
-    Switch("DAK_CHAIN_ONE_CHUNK", "0", ONOFF, "experiment", "a chained large-N operator's copies in one memcpy"),
     Switch("DAK_KV_PAIR_COPY", "0", ONOFF, "experiment", "a layer's host K and V copied as one pair"),
     Switch("DAK_RESIDUAL_ADDMM", "0", ONOFF, "experiment",
            "a fused layer adds the residual inside an all-HBM down_proj's cuBLAS call (addmm)"),
@@ -189,12 +190,13 @@ def check_environment(environ=None) -> tuple[list[str], list[str]]:
 # `since` ran and planned with the old value unless it set the switch itself. Thirty-fourth
 # session: host K/V priced as copied ahead (H97/H97b), one-GEMV chains wrapped (H93b).
 # Forty-first: two copy-ahead slots were the default at every token count. Forty-third: the exact
-# consolidated search was off at every token count.
+# consolidated search was off at every token count. Forty-fourth: chained large-N copies kept their chunks.
 CHANGED: tuple[tuple[str, str, str], ...] = (
     ("DAK_ROOFLINE_KV_AHEAD", "0", "2026-12-05T20:30"),
     ("DAK_COPY_WRAP", "0", "2026-12-05T20:30"),
     ("DAK_COPY_SLOTS", "2", "2026-12-06T11:30"),  # forty-first: four slots above 64 tokens (H131/H132)
     ("DAK_CONSOLIDATE_EXACT", "0", "2026-12-06T19:50"),  # forty-third: on above 64 tokens (H139-H141)
+    ("DAK_CHAIN_ONE_CHUNK", "0", "2026-12-06T22:00"),  # forty-fourth: on in decode chains (H144, H146)
 )
 
 

@@ -126,7 +126,7 @@ def link_chain(order: list, n_tokens: int, own_slots: bool = False) -> int:
         plan = ce_plan(cfg, mod.host_rows, mod.out_features - mod.host_rows, mod._sms)
         if plan.m_ce:
             chain.append((mod, cfg, plan))
-    if chain_one_chunk():  # large N: one copy per operator but the last (see dak.shares.chain_one_chunk)
+    if chain_one_chunk(None if own_slots else n_tokens):  # large N: one copy per operator but the last
         for i, (mod, cfg, plan) in enumerate(chain[:-1]):
             if cfg.hbm_cublas and cfg.ce_chunks > 1:
                 cfg = mod._configs[token_bucket(n_tokens)] = replace(cfg, ce_chunks=1, ce_taper=1.0)

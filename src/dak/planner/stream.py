@@ -83,8 +83,8 @@ def exact_search(workload) -> bool:
     """$DAK_CONSOLIDATE_EXACT: the consolidated plan places every kind set exactly and judges it by
     the chain model with its slot stalls priced (dak.planner.consolidate, slot_stall). Unset: on for
     decode steps of more than MAX_DECODE_TOKENS tokens (forty-third session, H100: Llama-2-7B at
-    batch 512 1.06x faster at 5% and 1.09x at 20%, three runs each), off below (batch 8: 1.05x at
-    one row of seven, the rest within 1% or, before slot stalls were priced, 0.71x)."""
+    batch 512 1.06x faster at 5% and 1.09x at 20%, three runs each), off below (batch 8, H100,
+    H139-H145: the 15 rows it re-plans 1.005x on geometric mean, OPT-6.7B at 10% 0.968x)."""
     return env_flag("DAK_CONSOLIDATE_EXACT", many_tokens(workload))
 
 
