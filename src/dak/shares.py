@@ -208,9 +208,14 @@ def copy_slot_count(n_tokens: int | None = None) -> int:
     after attention (6 ms a step at batch 512), and the link idled through it. H100, Llama-2-7B,
     batch 512 at 5% (H131/H132, forty-first session): 2 / 3 / 4 slots 30.4-30.7 / 28.1 / 26.0-26.2 ms,
     the link idle 7.3 -> 2.3 ms a step; at 20% 108.6 -> 103.5 ms; batch 8 unchanged (also H113, H200)."""
+    return _env_int("DAK_COPY_SLOTS", MANY_TOKEN_COPY_SLOTS if many_decode_tokens(n_tokens) else 2, 2, 8)
+
+
+def many_decode_tokens(n_tokens: int | None) -> bool:
+    """Whether a decode chain of `n_tokens` (None: a captured prefill's own chain) runs more tokens
+    than one decode program covers (dak.planner.curves.MAX_DECODE_TOKENS)."""
     from dak.planner.curves import MAX_DECODE_TOKENS  # torch-free; here, not at import: planner imports shares
-    many = n_tokens is not None and n_tokens > MAX_DECODE_TOKENS
-    return _env_int("DAK_COPY_SLOTS", MANY_TOKEN_COPY_SLOTS if many else 2, 2, 8)
+    return n_tokens is not None and n_tokens > MAX_DECODE_TOKENS
 
 
 def kv_slot_count() -> int:
@@ -241,16 +246,11 @@ def copy_wrap_enabled() -> bool:
 
 def chain_one_chunk(n_tokens: int | None = None) -> bool:
     """$DAK_CHAIN_ONE_CHUNK: copy-ahead copies a chained large-N operator's host rows in one memcpy,
-    all but the chain's last (which keeps its shrinking chunks). Queued an operator ahead, the rows
-    land before the operator runs, so chunks only add copies and smaller GEMMs. Unset: on for a
-    decode chain of `n_tokens` > 64 (four slots, as copy_slot_count), off elsewhere (None: a
-    captured prefill's own two-slot chain; chains of up to 64 tokens keep their configs' chunks). '1'/'0' force
-    it everywhere / nowhere. Forty-fourth session, H100, Llama-2-7B batch 512 (H138, H144, H146):
-    faster in 9 of 11 alternated pairs (greedy 1.01-1.08x, uniform 1.05x, consolidated 0.994-1.07x,
-    about 1.03x on average). Before, on two slots (H32, H200): 1.6% slower at 5%; chains of 8
-    OPT-30B 7168x7168 operators at N 256-8192 0.92-1.12x (median 1.01x)."""
-    from dak.planner.curves import MAX_DECODE_TOKENS  # see copy_slot_count
-    return env_flag("DAK_CHAIN_ONE_CHUNK", n_tokens is not None and n_tokens > MAX_DECODE_TOKENS)
+    all but the chain's last (which keeps its chunks): queued an operator ahead, the rows land before
+    it runs, so chunks only add copies. Unset: on where many_decode_tokens(n_tokens) (four slots),
+    off elsewhere; '1'/'0' force it. H100, Llama-2-7B batch 512: about 1.03x, 9 of 11 pairs faster
+    (H138, H144, H146); on two slots it was 1.6% slower (H32, H200; docs/RESULTS.md)."""
+    return env_flag("DAK_CHAIN_ONE_CHUNK", many_decode_tokens(n_tokens))
 
 
 def ce_fork_enabled() -> bool:

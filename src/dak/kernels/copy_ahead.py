@@ -117,7 +117,8 @@ def link_chain(order: list, n_tokens: int, own_slots: bool = False) -> int:
     plan's flag). Returns the chain length."""
     from dak.kernels.split_linear_ce import ce_plan
     from dak.kernels.tuning import token_bucket
-    chain, slots = [], copy_slot_count(None if own_slots else n_tokens)  # prefill's own chain: two
+    decode_tokens = None if own_slots else n_tokens  # None: a prefill's own chain (two slots, chunks kept)
+    chain, slots = [], copy_slot_count(decode_tokens)
     for mod in order:
         mod._ahead = None
         cfg = mod._configs.get(token_bucket(n_tokens))
@@ -126,7 +127,7 @@ def link_chain(order: list, n_tokens: int, own_slots: bool = False) -> int:
         plan = ce_plan(cfg, mod.host_rows, mod.out_features - mod.host_rows, mod._sms)
         if plan.m_ce:
             chain.append((mod, cfg, plan))
-    if chain_one_chunk(None if own_slots else n_tokens):  # large N: one copy per operator but the last
+    if chain_one_chunk(decode_tokens):  # large N: one copy per operator but the last
         for i, (mod, cfg, plan) in enumerate(chain[:-1]):
             if cfg.hbm_cublas and cfg.ce_chunks > 1:
                 cfg = mod._configs[token_bucket(n_tokens)] = replace(cfg, ce_chunks=1, ce_taper=1.0)
