@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh H115|H147|H148|H139b|H128|H116|H117|H119|H120|H114|H112|H111|H110|H109|H107|H106|H105|H104 (calls already run: benchmarks/h200_past_calls.sh, same usage)
+#   bash benchmarks/h200_next.sh H115|H149|H139b|H128|H116|H117|H119|H120|H114|H112|H111|H110|H109|H107|H106|H105|H104 (calls already run: benchmarks/h200_past_calls.sh, same usage)
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -50,20 +50,12 @@ H115) # (thirty-fourth session, an H200) the batch-8 rows whose plans or runs th
     step 200 $e2e --models opt-6.7b --ratios 1,5,20,40 --out "$OUT/e2e-h115-opt-6.7b.json"
     step 200 $e2e --models opt-30b --ratios 1,5,10 --out "$OUT/e2e-h115-opt-30b.json"
     ;;
-H147) # (forty-fourth session, an H100 or an H200) the one-memcpy default in decode chains above 64 tokens
-    # (DAK_CHAIN_ONE_CHUNK unset: on there since the forty-fourth session) as it is: the copy-ahead and runtime
-    # GPU tests, then Llama-2-7B batch 512 at 5 / 20%, all three policies (H100: expect consolidated about 25 /
-    # 95 ms, greedy 27.4, uniform 31.8 at 5%); an H200 has not run batch 512 on four slots (see H128)
-    step 240 python3 -u -m pytest -q -p no:cacheprovider tests/test_copy_ahead_gpu.py tests/test_runtime_gpu.py
-    step 200 python3 -m dak bench e2e --systems dak-consolidated,dak-greedy,dak-uniform --models llama-2-7b \
-        --batch 512 --ratios 5,20 --out "$OUT/e2e-h147-llama-2-7b-bs512.json"
-    ;;
-H148) # (forty-fourth session, an H100 or an H200, after H147) greedy at batch 512 copies 257 host parts a step
-    # (1-3 MiB of each linear in every layer, and host K/V; consolidated 65 of 9.5-27 MiB): copy groups
-    # (DAK_COPY_GROUP_MIB, off by default; 16 MiB was 0.985x on consolidated's ranked plan in H138) merge
-    # neighbouring chained operators' copies. Greedy and uniform, Llama-2-7B at 5%, alternated twice
-    e2e="python3 -m dak bench e2e --systems dak-greedy,dak-uniform --models llama-2-7b --batch 512 --ratios 5"
-    for run in 1 2; do ab 100 DAK_COPY_GROUP_MIB=8 e2e-h148-llama-2-7b-bs512-$run $e2e; done
+H149) # (forty-fifth session, an H100 or an H200) the GPU suite's last file and the rest of the suite on a GPU at the
+    # current code: tests/test_bench_e2e_gpu.py (H111 in the forty-fifth session ran out of device time there), then
+    # every test file but `*_gpu.py` in one process on the GPU (last run: H127, forty-first session, at ddb55d9)
+    step 120 python3 -u -m pytest -q -p no:cacheprovider tests/test_bench_e2e_gpu.py
+    files=$(ls tests/test_*.py | grep -v '_gpu\.py$')
+    step 360 bash -c "python3 -u -m pytest -q -p no:cacheprovider --maxfail=5 -rfE $(echo $files) 2>&1 | tee $OUT/suite-on-gpu.log"
     ;;
 H139b) # (forty-second session, an H200, after H139) the H200 rows where the exact search predicts most: OPT-30B at
     # 2% (h200-pcie: 23.18 against 24.44 ms) and 5% (2.5%), Llama-3-8B at 10% (10.54 against 11.31)

@@ -3,6 +3,21 @@
 # (step, ab, curves_ab, cache_vs_fresh) and $OUT, $log are set. past_call NAME runs one; unknown names return 2.
 past_call() {
 case "$1" in
+H147) # (ran: forty-fifth session at 02cdd5e on an H100; e2e-h147-llama-2-7b-bs512-s45-h100.json, run-h147-s45-h100.log: GPU tests 69 passed, 6 skipped; greedy 26.94, consolidated 24.55, uniform 31.13 ms at 5%, 103.34 / 95.07 / 107.01 at 20%) (forty-fourth session, an H100 or an H200) the one-memcpy default in decode chains above 64 tokens
+    # (DAK_CHAIN_ONE_CHUNK unset: on there since the forty-fourth session) as it is: the copy-ahead and runtime
+    # GPU tests, then Llama-2-7B batch 512 at 5 / 20%, all three policies (H100: expect consolidated about 25 /
+    # 95 ms, greedy 27.4, uniform 31.8 at 5%); an H200 has not run batch 512 on four slots (see H128)
+    step 240 python3 -u -m pytest -q -p no:cacheprovider tests/test_copy_ahead_gpu.py tests/test_runtime_gpu.py
+    step 200 python3 -m dak bench e2e --systems dak-consolidated,dak-greedy,dak-uniform --models llama-2-7b \
+        --batch 512 --ratios 5,20 --out "$OUT/e2e-h147-llama-2-7b-bs512.json"
+    ;;
+H148) # (ran: forty-fifth session at 02cdd5e on an H100; e2e-h148-*-s45-h100.json, run-h148-s45-h100.log: 8 MiB groups greedy 1.025x / 1.020x, uniform 0.937x / 0.938x; stay off) (forty-fourth session, an H100 or an H200, after H147) greedy at batch 512 copies 257 host parts a step
+    # (1-3 MiB of each linear in every layer, and host K/V; consolidated 65 of 9.5-27 MiB): copy groups
+    # (DAK_COPY_GROUP_MIB, off by default; 16 MiB was 0.985x on consolidated's ranked plan in H138) merge
+    # neighbouring chained operators' copies. Greedy and uniform, Llama-2-7B at 5%, alternated twice
+    e2e="python3 -m dak bench e2e --systems dak-greedy,dak-uniform --models llama-2-7b --batch 512 --ratios 5"
+    for run in 1 2; do ab 100 DAK_COPY_GROUP_MIB=8 e2e-h148-llama-2-7b-bs512-$run $e2e; done
+    ;;
 H146) # (ran: forty-fourth session at de7af20 on an H100, after H145; its JSONs did not come back (8-file limit), figures in run-h145-h146-s44-h100.log: greedy 1.039x, uniform 1.048x with it; one memcpy per chained operator the default in decode chains above 64 tokens since then) (forty-fourth session, after H145 if time is left) DAK_CHAIN_ONE_CHUNK=1 on greedy and uniform at batch 512:
     # H144 had greedy 1.03-1.075x faster with it in 4 of 4 pairs (consolidated 0.99-1.07x); does uniform gain as much?
     e2e="python3 -m dak bench e2e --systems dak-greedy,dak-uniform --models llama-2-7b --batch 512 --ratios 5"
