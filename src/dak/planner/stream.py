@@ -37,9 +37,9 @@ import itertools
 from dataclasses import dataclass, replace
 
 from ..shares import (ONE_GEMV_LINK_SHARE, ONE_GEMV_SAVED_SHARE, ce_min_share, copy_slot_count, copy_wrap_enabled,
-                      copy_wrap_mode, env_flag, gemv_enabled, one_gemv_mode)
+                      copy_wrap_mode, env_flag, gemv_enabled, many_decode_tokens, one_gemv_mode)
 from .cost import GEMV_MAX_TOKENS, hbm_time, op_time, runs_gemv  # noqa: F401 -- GEMV_MAX_TOKENS re-exported
-from .curves import MAX_DECODE_TOKENS, curve_for
+from .curves import curve_for
 from .overhead import copied_ahead, fusion_overhead, split_overhead
 from .slots import slot_stall
 
@@ -76,7 +76,12 @@ def uses_copy_engine(op, host: int, many: bool = False) -> bool:
 
 def many_tokens(workload) -> bool:
     """More tokens per step than one decode program covers (batch decode beyond MAX_DECODE_TOKENS)."""
-    return workload.phase == "decode" and workload.batch > MAX_DECODE_TOKENS
+    return many_decode_tokens(decode_tokens(workload))
+
+
+def decode_tokens(workload) -> int | None:
+    """Tokens a decode step of `workload` runs (its batch), None for prefill (dak.shares' convention)."""
+    return workload.batch if workload.phase == "decode" else None
 
 
 def exact_search(workload) -> bool:
@@ -143,7 +148,7 @@ STAGED_PARTS = 3  # two copy-ahead slots, and prefill stages the largest host pa
 
 def decode_slots(workload) -> int:
     """Copy-ahead slots of `workload`'s decode chain (more for many tokens: dak.shares.copy_slot_count)."""
-    return copy_slot_count(workload.batch if workload.phase == "decode" else None)
+    return copy_slot_count(decode_tokens(workload))
 
 
 def staged_parts(workload) -> int:
