@@ -15,21 +15,41 @@ restore)
     if ls .device-cache/triton-cache.tgz.* >/dev/null 2>&1; then
         mkdir -p "$cache" && cat .device-cache/triton-cache.tgz.* | tar xz -C "$cache" \
             && echo "device_cache: restored $(find "$cache" -type f | wc -l) files into $cache"
+        touch "$cache/.dak-restored"  # pack keeps this call's compiles first when the whole cache is too big
     else
         echo "device_cache: no .device-cache/triton-cache.tgz.* carried; kernels compile cold"
     fi
     ;;
 pack)
     out="${OUT:?set OUT}/triton-cache.tgz"
+    limit=$((45 << 20))
     [ -d "$cache" ] || { echo "device_cache: no cache at $cache"; exit 0; }
-    tar czf "$out" -C "$cache" .
+    tar czf "$out" --exclude=./.dak-restored -C "$cache" .
     size=$(stat -c %s "$out")
-    if [ "$size" -gt $((45 << 20)) ]; then
+    if [ "$size" -gt "$limit" ]; then
+        # Too big (forty-sixth session: a restored cache plus a call's compiles packed to 50 MiB). Keep the
+        # entries this call compiled (newer than the restore), then restored ones newest first, as many as
+        # fit a raw-size budget scaled by the whole cache's compression ratio, with 10% to spare.
+        raw=$(du -sk --exclude=.dak-restored "$cache" | cut -f1)
+        budget=$(( raw * (limit >> 10) / (size >> 10) * 9 / 10 ))
+        { [ -e "$cache/.dak-restored" ] && find "$cache" -mindepth 1 -maxdepth 1 -type d -newer "$cache/.dak-restored" -printf '%T@ %f\n' | sort -rn
+          find "$cache" -mindepth 1 -maxdepth 1 -type d ! -newer "${cache}/.dak-restored" -printf '%T@ %f\n' 2>/dev/null | sort -rn
+          [ -e "$cache/.dak-restored" ] || find "$cache" -mindepth 1 -maxdepth 1 -type d -printf '%T@ %f\n' | sort -rn
+        } | cut -d' ' -f2 | while read -r d; do
+            kb=$(du -sk "$cache/$d" | cut -f1); used=$(( ${used:-0} + kb ))
+            [ "$used" -le "$budget" ] && echo "./$d"
+        done >"$out.list"
+        tar czf "$out" -C "$cache" -T "$out.list"
+        size=$(stat -c %s "$out")
+        echo "device_cache: the whole cache packs over $((limit >> 20)) MiB; kept $(wc -l <"$out.list") of $(find "$cache" -mindepth 1 -maxdepth 1 -type d | wc -l) entries (this call's compiles first)"
+        rm -f "$out.list"
+    fi
+    if [ "$size" -gt "$limit" ]; then
         rm -f "$out"
         echo "device_cache: the cache packs to $((size >> 20)) MiB, over the 3 x 15 MiB kept; not kept"
     else
         split -b 15M -d -a 2 "$out" "$out." && rm -f "$out"
-        echo "device_cache: packed $(find "$cache" -type f | wc -l) files, $((size >> 10)) KiB, into $(ls "$out".* | wc -l) parts $out.*"
+        echo "device_cache: packed $((size >> 10)) KiB into $(ls "$out".* | wc -l) parts $out.*"
     fi
     ;;
 *)

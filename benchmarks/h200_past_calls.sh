@@ -3,6 +3,13 @@
 # (step, ab, curves_ab, cache_vs_fresh) and $OUT, $log are set. past_call NAME runs one; unknown names return 2.
 past_call() {
 case "$1" in
+H149) # (ran: forty-sixth session at 5dd8493 on an H100; run-h149-s46-h100.log, suite-on-gpu-h149-s46-h100.log: the bench GPU file 3 passed; every other non-`_gpu` file 947 passed, 11 skipped, 0 failed in 277 s) (forty-fifth session, an H100 or an H200) the GPU suite's last file and the rest of the suite on a GPU at the
+    # current code: tests/test_bench_e2e_gpu.py (H111 in the forty-fifth session ran out of device time there), then
+    # every test file but `*_gpu.py` in one process on the GPU (last run: H127, forty-first session, at ddb55d9)
+    step 120 python3 -u -m pytest -q -p no:cacheprovider tests/test_bench_e2e_gpu.py
+    files=$(ls tests/test_*.py | grep -v '_gpu\.py$')
+    step 360 bash -c "python3 -u -m pytest -q -p no:cacheprovider --maxfail=5 -rfE $(echo $files) 2>&1 | tee $OUT/suite-on-gpu.log"
+    ;;
 H147) # (ran: forty-fifth session at 02cdd5e on an H100; e2e-h147-llama-2-7b-bs512-s45-h100.json, run-h147-s45-h100.log: GPU tests 69 passed, 6 skipped; greedy 26.94, consolidated 24.55, uniform 31.13 ms at 5%, 103.34 / 95.07 / 107.01 at 20%) (forty-fourth session, an H100 or an H200) the one-memcpy default in decode chains above 64 tokens
     # (DAK_CHAIN_ONE_CHUNK unset: on there since the forty-fourth session) as it is: the copy-ahead and runtime
     # GPU tests, then Llama-2-7B batch 512 at 5 / 20%, all three policies (H100: expect consolidated about 25 /
