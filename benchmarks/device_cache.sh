@@ -32,10 +32,12 @@ pack)
         # fit a raw-size budget scaled by the whole cache's compression ratio, with 10% to spare.
         raw=$(du -sk --exclude=.dak-restored "$cache" | cut -f1)
         budget=$(( raw * (limit >> 10) / (size >> 10) * 9 / 10 ))
-        { [ -e "$cache/.dak-restored" ] && find "$cache" -mindepth 1 -maxdepth 1 -type d -newer "$cache/.dak-restored" -printf '%T@ %f\n' | sort -rn
-          find "$cache" -mindepth 1 -maxdepth 1 -type d ! -newer "${cache}/.dak-restored" -printf '%T@ %f\n' 2>/dev/null | sort -rn
-          [ -e "$cache/.dak-restored" ] || find "$cache" -mindepth 1 -maxdepth 1 -type d -printf '%T@ %f\n' | sort -rn
-        } | cut -d' ' -f2 | while read -r d; do
+        entries() { find "$cache" -mindepth 1 -maxdepth 1 -type d "$@" -printf '%T@ %f\n' | sort -rn; }
+        if [ -e "$cache/.dak-restored" ]; then
+            entries -newer "$cache/.dak-restored"; entries ! -newer "$cache/.dak-restored"
+        else
+            entries
+        fi | cut -d' ' -f2 | while read -r d; do
             kb=$(du -sk "$cache/$d" | cut -f1); used=$(( ${used:-0} + kb ))
             [ "$used" -le "$budget" ] && echo "./$d"
         done >"$out.list"
