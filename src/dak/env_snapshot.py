@@ -1,4 +1,5 @@
-"""The $DAK_* switches as dak.shares reads them: os.environ, or a snapshot held for a block.
+"""The $DAK_* switches as dak.shares reads them: os.environ, or a snapshot held for a block,
+and env_flag / env_int, which parse an on/off switch and a bounded count.
 
 The planner prices every candidate placement operator by operator and asks dak.shares per
 operator which path the runtime takes ($DAK_CE_MIN_SHARE, $DAK_HBM_GEMV, ...): a million reads of
@@ -31,3 +32,23 @@ def fixed():
         yield
     finally:
         _snapshot = None
+
+
+def env_flag(name: str, default: bool) -> bool:
+    """$name as an on/off switch: '1' on, '0' off, unset `default`; anything else is an error."""
+    raw = environ().get(name)
+    if raw is None:
+        return default
+    if raw not in ("0", "1"):
+        raise ValueError(f"{name} must be 0 or 1, got {raw!r}")
+    return raw == "1"
+
+
+def env_int(name: str, default: int, lo: int, hi: int) -> int:
+    """$name as an integer in [lo, hi], or `default` when unset."""
+    raw = environ().get(name)
+    if raw is None:
+        return default
+    if not raw.isdigit() or not lo <= int(raw) <= hi:
+        raise ValueError(f"{name} must be an integer in [{lo}, {hi}], got {raw!r}")
+    return int(raw)

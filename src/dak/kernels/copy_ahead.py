@@ -37,7 +37,7 @@ import torch
 from dak.kernels.buffers import shared_buffer
 from dak.kernels.streams import side_stream
 from dak.kernels.copy_groups import make_group, plan_groups
-from dak.shares import chain_one_chunk, copy_group_bytes, copy_slot_count, copy_stream_count, copy_wrap_mode
+from dak.copy_shares import chain_one_chunk, copy_group_bytes, copy_slot_count, copy_stream_count, copy_wrap_mode
 
 _STEP: contextvars.ContextVar = contextvars.ContextVar("dak_copy_ahead_step", default=None)
 _RECORD: contextvars.ContextVar = contextvars.ContextVar("dak_copy_ahead_record", default=None)

@@ -36,8 +36,8 @@ import heapq
 import itertools
 from dataclasses import dataclass, replace
 
-from ..shares import (ONE_GEMV_LINK_SHARE, ONE_GEMV_SAVED_SHARE, ce_min_share, copy_slot_count, copy_wrap_enabled,
-                      copy_wrap_mode, env_flag, gemv_enabled, many_decode_tokens, one_gemv_mode)
+from ..copy_shares import copy_slot_count, copy_wrap_enabled, copy_wrap_mode, many_decode_tokens
+from ..shares import ONE_GEMV_LINK_SHARE, ONE_GEMV_SAVED_SHARE, ce_min_share, env_flag, gemv_enabled, one_gemv_mode
 from .cost import GEMV_MAX_TOKENS, hbm_time, op_time, runs_gemv  # noqa: F401 -- GEMV_MAX_TOKENS re-exported
 from .curves import curve_for
 from .overhead import copied_ahead, fusion_overhead, split_overhead

@@ -67,7 +67,7 @@ def kv_staging_bytes_for(placement, spec: ModelSpec, kv_ahead: bool = DEFAULT_KV
     """HBM the attention's copy-engine path stages, which the plan does not count: one layer's
     host K/V for each distinct host-request count (DakKV), and with kv_ahead two more slots of
     the largest (or $DAK_KV_SLOTS)."""
-    from dak.shares import kv_slot_count
+    from dak.copy_shares import kv_slot_count
     per_request, host_req = _kv_per_layer(placement, spec)
     return per_request * (sum(set(host_req)) + (kv_slot_count() * max(host_req, default=0) if kv_ahead else 0))
 
@@ -79,7 +79,8 @@ def staging_bytes_for(placement) -> int:
     a slot holds up to that much), plus the largest host part, which prefill (many tokens)
     stages whole."""
     from dak.planner.stream import decode_slots
-    from dak.shares import ce_min_share, copy_group_bytes
+    from dak.copy_shares import copy_group_bytes
+    from dak.shares import ce_min_share
     parts = [op for op in placement.ops if op.kind not in ("attention", "embed_tokens", "embed_positions")
              and op.host_bytes]
     share = ce_min_share()
