@@ -8,7 +8,7 @@ the copy-engine operators of one decode step in call order: when operator i runs
 operator i+1's host rows is already queued behind its own on the copy stream, into the other
 of two staging slots. A slot is rewritten only after the GEMMs that read it are done (an event
 recorded on the compute stream). Two slots, so HBM holds two operators' host rows; four above
-64 tokens, where a GEMM behind attention held the third copy back (dak.shares.copy_slot_count). Every host byte still crosses the link once, and all ordering is by CUDA events, so
+64 tokens, where a GEMM behind attention held the third copy back (dak.copy_shares.copy_slot_count). Every host byte still crosses the link once, and all ordering is by CUDA events, so
 the step captures into one CUDA graph. Experiments: $DAK_COPY_STREAMS=2 alternates two copy
 streams, so the next operator's copy starts while this one's is in flight; $DAK_COPY_SLOTS=k
 uses k slots, so operator i's copy waits only for operator i - k's GEMMs (the
@@ -110,7 +110,7 @@ def slot(device: torch.device, dtype: torch.dtype, index: int, numel: int, chain
 
 def link_chain(order: list, n_tokens: int, own_slots: bool = False) -> int:
     """Chain `order` (SplitLinears, in call order) for decode steps of `n_tokens` tokens and size
-    the staging slots (dak.shares.copy_slot_count). Operators not in `order` are unchained.
+    the staging slots (dak.copy_shares.copy_slot_count). Operators not in `order` are unchained.
     own_slots: the chain gets slots of its own (never wrapped), so that linking it cannot grow
     the shared slots that captured graphs hold (a captured prefill). Wrapped ($DAK_COPY_WRAP=1, or
     'plan', the default, where every chained operator runs one GEMV once staged: SplitLinear.one_gemv, the

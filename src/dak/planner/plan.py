@@ -47,7 +47,8 @@ from .curves import coverage
 from .greedy import round_to_units, solve_continuous
 from .overhead import fusion_overhead, step_overhead
 from .placement import OpPlacement, Placement
-from .stream import chain_predict, chained, staged_parts, staging_for, streamed
+from .spread import staging_for, streamed
+from .stream import chain_predict, chained, staged_parts
 
 POLICIES = ("greedy", "consolidated", "streamed", "uniform", "prefetch")
 COST_MODELS = ("auto", "roofline", "measured")

@@ -74,7 +74,7 @@ def kv_staging_bytes_for(placement, spec: ModelSpec, kv_ahead: bool = DEFAULT_KV
 
 def staging_bytes_for(placement) -> int:
     """HBM the copy-engine paths of `placement`'s linears will stage, which the plan does not
-    count: the copy-ahead slots (dak.shares.copy_slot_count) of the largest host part that decode
+    count: the copy-ahead slots (dak.copy_shares.copy_slot_count) of the largest host part that decode
     copies (untuned configs use the copy engine above `ce_min_share()`; with $DAK_COPY_GROUP_MIB
     a slot holds up to that much), plus the largest host part, which prefill (many tokens)
     stages whole."""
