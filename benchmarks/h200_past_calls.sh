@@ -3,6 +3,12 @@
 # (step, ab, curves_ab, cache_vs_fresh) and $OUT, $log are set. past_call NAME runs one; unknown names return 2.
 past_call() {
 case "$1" in
+H150) # (ran: forty-seventh session at 1f1fea3 on an H100; run-h150-s47-h100.log: split attention 21 passed in 262 s, split linear + large N 23 passed in 15 s; the cache packed 668 of 945 entries, 41 MiB) (forty-sixth session, an H100 when no H200 comes) refresh the carried Triton cache (fortieth session's: the
+    # split-attention GPU file took 276 s on it) with the current kernels, and run the files that compile most:
+    # split attention, split linear, large N; end the call with `bash benchmarks/device_cache.sh pack`
+    step 300 python3 -u -m pytest -q -p no:cacheprovider tests/test_split_attention_gpu.py
+    step 200 python3 -u -m pytest -q -p no:cacheprovider tests/test_split_linear_gpu.py tests/test_split_linear_large_n_gpu.py
+    ;;
 H149) # (ran: forty-sixth session at 5dd8493 on an H100; run-h149-s46-h100.log, suite-on-gpu-h149-s46-h100.log: the bench GPU file 3 passed; every other non-`_gpu` file 947 passed, 11 skipped, 0 failed in 277 s) (forty-fifth session, an H100 or an H200) the GPU suite's last file and the rest of the suite on a GPU at the
     # current code: tests/test_bench_e2e_gpu.py (H111 in the forty-fifth session ran out of device time there), then
     # every test file but `*_gpu.py` in one process on the GPU (last run: H127, forty-first session, at ddb55d9)
