@@ -4,7 +4,8 @@
 # session), and H100 and H200 share the same arch (sm_90) and software, so one cache serves both.
 #   bash benchmarks/device_cache.sh restore   # first in a call: unpack .device-cache/triton-cache.tgz.* if carried
 #   bash benchmarks/device_cache.sh pack      # last in a call: the cache as $OUT/triton-cache.tgz.00, .01, ...
-#                                             # (15 MiB parts: a returned file may have 16 MiB; at most 3 parts)
+#                                             # (15 MiB parts: a returned file may have 16 MiB; at most 3 parts),
+#                                             # and small enough to carry back beside the working tree
 # Locally: copy the returned triton-cache.tgz.* into .device-cache/ (git-ignored) and pass
 # carry=[".device-cache"] to later calls. Stale entries are harmless: Triton keys each kernel by its
 # source, options, compiler and GPU, and compiles again on a miss.
@@ -22,7 +23,13 @@ restore)
     ;;
 pack)
     out="${OUT:?set OUT}/triton-cache.tgz"
-    limit=$((45 << 20))
+    # At most 45 MiB (3 returned parts), and what a later call can carry: the working tree plus carried paths
+    # must stay under 64 MiB (forty-seventh session: a 41 MiB cache beside a 33 MiB tree was refused). The tree
+    # is measured here as git counts it (tracked and untracked-not-ignored files), with 2 MiB to spare;
+    # $DAK_CACHE_PACK_MIB overrides.
+    tree=$(git ls-files -coz --exclude-standard 2>/dev/null | du -cb --files0-from=- 2>/dev/null | tail -1 | cut -f1)
+    limit=$(( ${DAK_CACHE_PACK_MIB:-$(( (62 << 20) - tree > (45 << 20) ? 45 : ((62 << 20) - tree) >> 20 ))} << 20 ))
+    [ "$limit" -gt 0 ] || { echo "device_cache: the working tree leaves no room to carry a cache; not packed"; exit 0; }
     [ -d "$cache" ] || { echo "device_cache: no cache at $cache"; exit 0; }
     tar czf "$out" --exclude=./.dak-restored -C "$cache" .
     size=$(stat -c %s "$out")
@@ -43,12 +50,12 @@ pack)
         done >"$out.list"
         tar czf "$out" -C "$cache" -T "$out.list"
         size=$(stat -c %s "$out")
-        echo "device_cache: the whole cache packs over $((limit >> 20)) MiB; kept $(wc -l <"$out.list") of $(find "$cache" -mindepth 1 -maxdepth 1 -type d | wc -l) entries (this call's compiles first)"
+        echo "device_cache: the whole cache packs over $((limit >> 20)) MiB (the tree: $((tree >> 20)) MiB); kept $(wc -l <"$out.list") of $(find "$cache" -mindepth 1 -maxdepth 1 -type d | wc -l) entries (this call's compiles first)"
         rm -f "$out.list"
     fi
     if [ "$size" -gt "$limit" ]; then
         rm -f "$out"
-        echo "device_cache: the cache packs to $((size >> 20)) MiB, over the 3 x 15 MiB kept; not kept"
+        echo "device_cache: the cache packs to $((size >> 20)) MiB, over the $((limit >> 20)) MiB it may take; not kept"
     else
         split -b 15M -d -a 2 "$out" "$out." && rm -f "$out"
         echo "device_cache: packed $((size >> 10)) KiB into $(ls "$out".* | wc -l) parts $out.*"
