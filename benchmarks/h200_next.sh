@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh H115|H139b|H151|H128|H116|H117|H119|H120|H114|H112|H111|H110|H109|H107|H106|H105|H104 (calls already run: benchmarks/h200_past_calls.sh, same usage)
+#   bash benchmarks/h200_next.sh H115|H139b|H128|H116|H117|H119|H120|H114|H112|H111|H110|H109|H107|H106|H105|H104 (calls already run: benchmarks/h200_past_calls.sh, same usage)
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -49,10 +49,6 @@ H115) # (thirty-fourth session, an H200) the batch-8 rows whose plans or runs th
     step 120 $e2e --models llama-2-7b --ratios 5,40 --out "$OUT/e2e-h115-llama-2-7b.json"
     step 200 $e2e --models opt-6.7b --ratios 1,5,20,40 --out "$OUT/e2e-h115-opt-6.7b.json"
     step 200 $e2e --models opt-30b --ratios 1,5,10 --out "$OUT/e2e-h115-opt-30b.json"
-    ;;
-H151) # (forty-seventh session, an H100 when no H200 comes) a short check of the code the session moved
-    # (dak.copy_shares, dak.planner.spread) on a GPU: the copy-ahead and runtime GPU files, about 2 minutes
-    step 240 python3 -u -m pytest -q -p no:cacheprovider tests/test_copy_ahead_gpu.py tests/test_runtime_gpu.py
     ;;
 H139b) # (forty-second session, an H200, after H139) the H200 rows where the exact search predicts most: OPT-30B at
     # 2% (h200-pcie: 23.18 against 24.44 ms) and 5% (2.5%), Llama-3-8B at 10% (10.54 against 11.31)
@@ -190,6 +186,6 @@ H109) # (thirty-second session, little device time left) the short form of H107 
     fi
     ;;
 *)  . "$(dirname "$0")/h200_past_calls.sh"  # calls already run, kept to rerun or read
-    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H115|H139b|H151|H128|H116|H117|H119|H120|H114|H112|H111|H110|H109|H107|H106|H105|H104 (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
+    past_call "$1" || { echo "usage: bash benchmarks/h200_next.sh H115|H139b|H128|H116|H117|H119|H120|H114|H112|H111|H110|H109|H107|H106|H105|H104 (or a past call: see h200_past_calls.sh)" >&2; exit 2; } ;;
 esac
 tail -c 3000 "$log"
