@@ -28,7 +28,8 @@ pack)
     # is measured here as git counts it (tracked and untracked-not-ignored files), with 2 MiB to spare;
     # $DAK_CACHE_PACK_MIB overrides.
     tree=$(git ls-files -coz --exclude-standard 2>/dev/null | du -cb --files0-from=- 2>/dev/null | tail -1 | cut -f1)
-    limit=$(( ${DAK_CACHE_PACK_MIB:-$(( (62 << 20) - tree > (45 << 20) ? 45 : ((62 << 20) - tree) >> 20 ))} << 20 ))
+    room=$(( ((62 << 20) - ${tree:-0}) >> 20 ))
+    limit=$(( ${DAK_CACHE_PACK_MIB:-$(( room < 45 ? room : 45 ))} << 20 ))
     [ "$limit" -gt 0 ] || { echo "device_cache: the working tree leaves no room to carry a cache; not packed"; exit 0; }
     [ -d "$cache" ] || { echo "device_cache: no cache at $cache"; exit 0; }
     tar czf "$out" --exclude=./.dak-restored -C "$cache" .

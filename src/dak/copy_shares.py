@@ -33,7 +33,7 @@ def copy_slot_count(n_tokens: int | None = None) -> int:
 def many_decode_tokens(n_tokens: int | None) -> bool:
     """Whether a decode chain of `n_tokens` (None: a captured prefill's own chain) runs more tokens
     than one decode program covers (dak.planner.curves.MAX_DECODE_TOKENS)."""
-    from dak.planner.curves import MAX_DECODE_TOKENS  # torch-free; here, not at import: planner imports shares
+    from dak.planner.curves import MAX_DECODE_TOKENS  # torch-free; here, not at import: the planner imports this module
     return n_tokens is not None and n_tokens > MAX_DECODE_TOKENS
 
 
