@@ -35,6 +35,7 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from dak.kernels.buffers import shared_buffer
+from dak.kernels.scoped import active
 from dak.kernels.streams import side_stream
 from dak.kernels.copy_groups import make_group, plan_groups
 from dak.copy_shares import chain_one_chunk, copy_group_bytes, copy_slot_count, copy_stream_count, copy_wrap_mode
@@ -281,22 +282,6 @@ def current_step(mod, n_tokens: int, cfg) -> Step | None:
     if step is None or spec is None or spec.n_tokens != n_tokens or spec.cfg is not cfg:
         return None
     return step
-
-
-@contextlib.contextmanager
-def active(var: contextvars.ContextVar, step):
-    """Make `step` (anything with close()) the one `var` holds for the block; close it after
-    (calling its abort() first, where it has one, when the block raises)."""
-    token = var.set(step)
-    try:
-        yield step
-    except BaseException:
-        if hasattr(step, "abort"):
-            step.abort()
-        raise
-    finally:
-        var.reset(token)
-        step.close()
 
 
 @contextlib.contextmanager

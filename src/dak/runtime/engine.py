@@ -4,9 +4,10 @@ dak.runtime.prefill_graphs), then one CUDA graph replayed per decode token.
 The decode step is static: a (B,) token buffer in, the cache `lengths` advanced by one inside
 the graph, the HF forward with the "dak" attention, the lm_head, and sampling (greedy argmax,
 or Gumbel-max sampling after temperature/top-k/top-p) writing the next tokens back into the
-same buffer. Kernel configs are planned and compiled by an eager warm-up step before capture;
-the warm-up's cache writes sit at position 0, which the prefill overwrites. One graph per
-sampling setting. Without a GPU (Triton interpreter) the same step runs eagerly.
+same buffer. Kernel configs are planned and compiled by an eager warm-up step before capture
+(dak.runtime.decode_graphs); the warm-up's cache writes sit at position 0, which the prefill
+overwrites. One graph per sampling setting. Without a GPU (Triton interpreter) the same step
+runs eagerly.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ import torch
 
 from dak.defaults import DEFAULT_KV_AHEAD, DEFAULT_KV_BUCKETS
 from dak.models.ops import kv_bucket_caps  # noqa: F401 -- re-exported (dak.runtime.offload, tests)
-from dak.kernels.copy_ahead import chains_of, copy_ahead_step, link_chain, prime, record_chain
-from dak.kernels.streams import side_stream
+from dak.kernels.copy_ahead import copy_ahead_step, prime
+from dak.runtime.decode_graphs import capture_decode
 from dak.runtime.fused import decode_step, fused
 from dak.runtime.kv_ahead import kv_ahead_step
 from dak.runtime.prompts import check_prompts
@@ -148,35 +149,7 @@ class Engine:
             self.min_until = torch.zeros(self.batch, dtype=torch.int32, device=self.device)
         if s in self._graphs or not self.graphs:
             return
-        self.kv.lengths.zero_()
-        main = torch.cuda.current_stream(self.device)
-        side = side_stream(self.device, "warmup")  # one per device: cuBLAS keeps a workspace per stream
-        side.wait_stream(main)
-        with torch.cuda.stream(side):  # warm-up: tunes, compiles, fills workspaces
-            with record_chain() as order:  # which operators use the copy engine, in call order
-                self._step(s)
-            link_chain(order, self.batch)
-            self._wrapped += chains_of(order)  # their slots live as long as the graphs
-            self.kv.lengths.zero_()
-            self._step(s)  # now with the copies chained
-        main.wait_stream(side)
-        graphs, pool = [], None
-        try:
-            for cap in self.kv_caps:
-                self.kv.set_copy_rows(cap)
-                self.kv.lengths.zero_()
-                g = torch.cuda.CUDAGraph()
-                with torch.cuda.graph(g, pool=pool):
-                    self._step(s)
-                pool = g.pool() if pool is None else pool
-                graphs.append((cap, g))
-        finally:
-            self.kv.set_copy_rows(None)
-        for _, g in graphs:  # a graph's first launch uploads it: do that here, not in the first tokens
-            self.kv.lengths.zero_()
-            g.replay()
-        torch.cuda.synchronize(self.device)
-        self.kv.lengths.zero_()
+        graphs = capture_decode(self, s)
         self._graphs[s] = graphs[-1][1]
         self._bucket_graphs[s] = graphs
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import torch
 
 from dak.kernels.buffers import shared_buffer
-from dak.kernels.copy_ahead import active
+from dak.kernels.scoped import active
 from dak.kernels.split_attention_ce import ce_requests, copy_kv_rows
 from dak.kernels.streams import side_stream
 from dak.copy_shares import kv_copy_stream_name, kv_pair_copy, kv_slot_count
