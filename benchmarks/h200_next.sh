@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # H200 runs (benchmarks/H200_RUNBOOK.md says which come next), each one device call of < 10 min:
-#   bash benchmarks/h200_next.sh H152|H115|H139b|H128|H116|H117|H119|H120|H114|H112|H111|H110|H109|H107|H106|H105|H104 (calls already run: benchmarks/h200_past_calls.sh, same usage)
+#   bash benchmarks/h200_next.sh H115|H139b|H128|H116|H117|H119|H120|H114|H112|H111|H110|H109|H107|H106|H105|H104 (calls already run: benchmarks/h200_past_calls.sh, same usage)
 # Run from the repository root on the device machine; writes at most 8 files to $OUT.
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
@@ -41,11 +41,6 @@ tuning_cache() {  # the committed tuning cache (every decode case of bench_linea
     cp benchmarks/results/tuning-cache-h200.json "$DAK_CACHE_DIR/split_linear.json"
 }
 case "$1" in
-H152) # (forty-eighth session, an H100 when no H200 comes) the decode-graph capture moved out of the engine
-    # (dak.runtime.decode_graphs) and the step helper out of copy_ahead (dak.kernels.scoped): the GPU files that
-    # capture and replay decode and prefill graphs, about 3 minutes on the carried cache
-    step 300 python3 -u -m pytest -q -p no:cacheprovider tests/test_runtime_gpu.py tests/test_copy_ahead_gpu.py tests/test_prefill_graphs_gpu.py
-    ;;
 H115) # (thirty-fourth session, an H200) the batch-8 rows whose plans or runs the new defaults change
     # (DAK_ROOFLINE_KV_AHEAD=1: host K/V priced as copied ahead; DAK_COPY_WRAP=plan: one-GEMV chains wrapped), with
     # prefetch beside, to merge into e2e-h200.json: Llama-2-7B at 5/40%, OPT-6.7B at 1/5/20/40%, OPT-30B at 1/5/10%

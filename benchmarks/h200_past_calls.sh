@@ -3,6 +3,11 @@
 # (step, ab, curves_ab, cache_vs_fresh) and $OUT, $log are set. past_call NAME runs one; unknown names return 2.
 past_call() {
 case "$1" in
+H152) # (ran: forty-eighth session at af528bc on an H100; run-h152-s48-h100.log: 74 passed, 6 skipped in 48 s) (forty-eighth session, an H100 when no H200 comes) the decode-graph capture moved out of the engine
+    # (dak.runtime.decode_graphs) and the step helper out of copy_ahead (dak.kernels.scoped): the GPU files that
+    # capture and replay decode and prefill graphs, about 3 minutes on the carried cache
+    step 300 python3 -u -m pytest -q -p no:cacheprovider tests/test_runtime_gpu.py tests/test_copy_ahead_gpu.py tests/test_prefill_graphs_gpu.py
+    ;;
 H151) # (ran: forty-seventh session at e59e454 on an H100; run-h151-s47-h100.log: 69 passed, 6 skipped in 83 s) (forty-seventh session, an H100 when no H200 comes) a short check of the code the session moved
     # (dak.copy_shares, dak.planner.spread) on a GPU: the copy-ahead and runtime GPU files, about 2 minutes
     step 240 python3 -u -m pytest -q -p no:cacheprovider tests/test_copy_ahead_gpu.py tests/test_runtime_gpu.py
