@@ -8,8 +8,9 @@ the copy-engine operators of one decode step in call order: when operator i runs
 operator i+1's host rows is already queued behind its own on the copy stream, into the other
 of two staging slots. A slot is rewritten only after the GEMMs that read it are done (an event
 recorded on the compute stream). Two slots, so HBM holds two operators' host rows; four above
-64 tokens, where a GEMM behind attention held the third copy back (dak.copy_shares.copy_slot_count). Every host byte still crosses the link once, and all ordering is by CUDA events, so
-the step captures into one CUDA graph. Experiments: $DAK_COPY_STREAMS=2 alternates two copy
+64 tokens, where a GEMM behind attention held the third copy back (dak.copy_shares.copy_slot_count).
+Every host byte still crosses the link once, and all ordering is by CUDA events, so the step
+captures into one CUDA graph. Experiments: $DAK_COPY_STREAMS=2 alternates two copy
 streams, so the next operator's copy starts while this one's is in flight; $DAK_COPY_SLOTS=k
 uses k slots, so operator i's copy waits only for operator i - k's GEMMs (the
 prefetch baseline, one layer ahead in two layer-sized buffers, has a whole layer of slack).
