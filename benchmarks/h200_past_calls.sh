@@ -1377,3 +1377,9 @@ V)  # (run 2026-12-01, session 7) fused projections (opt-in): their GPU tests, t
 *) return 2 ;;
 esac
 }
+# Run directly (`bash benchmarks/h200_past_calls.sh H150`), this file only defined past_call and exited 0 with
+# nothing run (forty-ninth session: an H100 call lost that way): hand the name to h200_next.sh, which sets up
+# $OUT, the log and the helpers and then runs the past call.
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+    exec bash "$(dirname "$0")/h200_next.sh" "$@"
+fi
