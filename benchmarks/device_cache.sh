@@ -9,14 +9,22 @@
 # Locally: copy the returned triton-cache.tgz.* into .device-cache/ (git-ignored) and pass
 # carry=[".device-cache"] to later calls. Stale entries are harmless: Triton keys each kernel by its
 # source, options, compiler and GPU, and compiles again on a miss.
+# dak's nvcc-built cubins (the multicast host kernel, dak.kernels.host_multicast: keyed by source, flags and
+# nvcc version, a few seconds of nvcc each) ride in the same archive as dak-cubins/ and are restored into
+# dak's default cache, ~/.cache/dak/cuda; h200_next.sh links its $DAK_CACHE_DIR/cuda there.
 set -u
 cache="${TRITON_CACHE_DIR:-$HOME/.triton/cache}"
+cubins="$HOME/.cache/dak/cuda"
 case "${1:-}" in
 restore)
     if ls .device-cache/triton-cache.tgz.* >/dev/null 2>&1; then
         mkdir -p "$cache" && cat .device-cache/triton-cache.tgz.* | tar xz -C "$cache" \
             && echo "device_cache: restored $(find "$cache" -type f | wc -l) files into $cache"
         touch "$cache/.dak-restored"  # pack keeps this call's compiles first when the whole cache is too big
+        if ls "$cache"/dak-cubins/*.cubin >/dev/null 2>&1; then
+            mkdir -p "$cubins" && cp -p "$cache"/dak-cubins/*.cubin "$cubins"/ \
+                && echo "device_cache: restored $(ls "$cache"/dak-cubins/*.cubin | wc -l) cubins into $cubins"
+        fi
     else
         echo "device_cache: no .device-cache/triton-cache.tgz.* carried; kernels compile cold"
     fi
@@ -32,6 +40,9 @@ pack)
     limit=$(( ${DAK_CACHE_PACK_MIB:-$(( room < 45 ? room : 45 ))} << 20 ))
     [ "$limit" -gt 0 ] || { echo "device_cache: the working tree leaves no room to carry a cache; not packed"; exit 0; }
     [ -d "$cache" ] || { echo "device_cache: no cache at $cache"; exit 0; }
+    if ls "$cubins"/*.cubin >/dev/null 2>&1; then
+        mkdir -p "$cache/dak-cubins" && cp -p "$cubins"/*.cubin "$cache/dak-cubins/" && touch "$cache/dak-cubins"
+    fi
     tar czf "$out" --exclude=./.dak-restored -C "$cache" .
     size=$(stat -c %s "$out")
     if [ "$size" -gt "$limit" ]; then

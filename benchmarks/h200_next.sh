@@ -5,7 +5,9 @@
 # Pass DAK_GIT_SHA=<local short sha> (the device copy's .git is stale: without it JSONs record "<old sha>-dirty").
 set -u
 export PYTHONPATH=src DAK_CACHE_DIR="${OUT:?set OUT}/cache"
-mkdir -p "$DAK_CACHE_DIR"
+mkdir -p "$DAK_CACHE_DIR" "$HOME/.cache/dak/cuda"
+# nvcc's cubins go to dak's default cache, which device_cache.sh carries from machine to machine
+[ -e "$DAK_CACHE_DIR/cuda" ] || ln -s "$HOME/.cache/dak/cuda" "$DAK_CACHE_DIR/cuda"
 log="$OUT/run-$1.log"
 step() {  # step SECONDS COMMAND...: run with a time limit, log the tail, never stop the batch
     local limit=$1; shift
