@@ -12,7 +12,7 @@ H151) # (ran: forty-seventh session at e59e454 on an H100; run-h151-s47-h100.log
     # (dak.copy_shares, dak.planner.spread) on a GPU: the copy-ahead and runtime GPU files, about 2 minutes
     step 240 python3 -u -m pytest -q -p no:cacheprovider tests/test_copy_ahead_gpu.py tests/test_runtime_gpu.py
     ;;
-H150) # (ran: forty-seventh session at 1f1fea3 on an H100; run-h150-s47-h100.log: split attention 21 passed in 262 s, split linear + large N 23 passed in 15 s; the cache packed 668 of 945 entries, 41 MiB) (forty-sixth session, an H100 when no H200 comes) refresh the carried Triton cache (fortieth session's: the
+H150) # (ran: fiftieth session at 9abc17b on an H100, run-h150-s50-h100.log: split attention 21 passed in 82 s, split linear + large N 23 passed in 151 s; ran: forty-seventh session at 1f1fea3 on an H100; run-h150-s47-h100.log: split attention 21 passed in 262 s, split linear + large N 23 passed in 15 s; the cache packed 668 of 945 entries, 41 MiB) (forty-sixth session, an H100 when no H200 comes) refresh the carried Triton cache (fortieth session's: the
     # split-attention GPU file took 276 s on it) with the current kernels, and run the files that compile most:
     # split attention, split linear, large N; end the call with `bash benchmarks/device_cache.sh pack`
     step 300 python3 -u -m pytest -q -p no:cacheprovider tests/test_split_attention_gpu.py
