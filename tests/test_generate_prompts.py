@@ -75,3 +75,18 @@ def test_cli_stream_prints_the_new_words_then_the_report(folder, capsys):
     assert out[:2] == ["w5", "w6"] and streamed == out[2:] and streamed  # the new words, before the report
     assert main(["generate", "--model", folder, "--gen-len", "1", "--stream"]) == 2
     assert "exactly one --prompt" in capsys.readouterr().err
+
+
+def test_cli_stop_ends_each_output_at_its_stop_string(folder, capsys):
+    base = ["generate", "--model", folder, "--gen-len", "6", "--batch", "2", "--dtype", "fp16", "--prompt", "w5 w6"]
+    assert main(base) == 0
+    free = _outputs(capsys.readouterr().out)["output"][2:]
+    assert len(free) == 6
+    stop = free[2]
+    j = next(i for i, word in enumerate(free) if stop in word)  # the first new word that completes it
+    assert main(base + ["--stop", stop, "--stop", "no such text"]) == 0
+    assert _outputs(capsys.readouterr().out)["output"][2:] == free[:j + 1]
+    assert main(["generate", "--model", folder, "--gen-len", "2", "--stop", "w1"]) == 2
+    assert "--stop matches text, which needs --prompt" in capsys.readouterr().err
+    assert main(base + ["--stop", ""]) == 2
+    assert "stop_strings must be a non-empty string" in capsys.readouterr().err

@@ -209,6 +209,7 @@ def test_cli_generate_runs_and_rejects_bad_input(capsys):
                       (["--baseline", "dak-greedy"], "--baseline"),
                       (["--baseline", "uva", "--hbm-budget", "1GiB"], "--host-ratio"),
                       (["--baseline", "uva", "--sample"], "drop --sample"),
+                      (["--baseline", "uva", "--stop", "x"], "drop --stop"),
                       (["--baseline", "prefetch", "--policy", "greedy", "--no-graphs"], "drop --policy, --no-graphs"),
                       (["--host-ratio", "5%", "--hbm-budget", "3GiB"], "give --hbm-budget or --host-ratio, not both"),
                       (["--repetition-penalty", "0"], "--repetition-penalty must be a positive number"),

@@ -42,6 +42,9 @@ def add_parser(sub) -> None:
     p.add_argument("--seed", default="0", help="seed of the random weights and prompts (default 0)")
     p.add_argument("--prompt", action="append", default=None,
                    help="prompt text; repeat for several prompts, up to --batch (needs a checkpoint folder with a tokenizer)")
+    p.add_argument("--stop", action="append", default=None, metavar="TEXT",
+                   help="stop a request once its new text completes TEXT (HF's stop_strings; repeat for several; "
+                        "needs --prompt); each output ends there")
     p.add_argument("--sample", action="store_true", help="sample (temperature 1) instead of greedy decoding")
     p.add_argument("--repetition-penalty", default=None, help="HF's repetition penalty (1 = off; default: the model's "
                    "generation config, as in HF)")
@@ -117,7 +120,14 @@ def run(args) -> int:
     ratio = None if args.host_ratio is None else parse_ratio(args.host_ratio)
     if args.stream and (args.prompt is None or len(args.prompt) != 1):
         raise ValueError("--stream prints one prompt's text as it comes: give exactly one --prompt")
+    if args.stop is not None and args.prompt is None:
+        raise ValueError("--stop matches text, which needs --prompt (a checkpoint folder with a tokenizer)")
     ids, lengths = prompt_ids(args.prompt, model_name, batch, plen, seed)
+    stop_args = {}
+    if args.stop is not None:
+        from ..runtime.stop_strings import check_stop_strings
+        tok = tokenizer(model_name)
+        stop_args = {"stop_strings": check_stop_strings(args.stop, tok), "tokenizer": tok}
     plen = ids.shape[1]
     if model_name != args.model:  # the CPU stand-in runs these lengths for the requested model: its limits hold
         from ..models.spec import check_positions
@@ -154,14 +164,16 @@ def run(args) -> int:
                         kv_buckets=kv_buckets, kv_ahead=args.kv_ahead,
                         fuse_projections=args.fuse_projections, strict_budget=strict)
     try:
-        out = model.generate(ids, max_new_tokens=glen, do_sample=args.sample, **stop, **penalty,
+        out = model.generate(ids, max_new_tokens=glen, do_sample=args.sample, **stop, **penalty, **stop_args,
                              prompt_lengths=lengths, streamer=streamer(model_name) if args.stream else None)
         texts = []
         if args.prompt is not None:
             tok = tokenizer(model_name)
+            ended = model.dak_last.stopped or (None,) * len(args.prompt)
             for b in range(len(args.prompt)):  # each prompt without its padding, then its new tokens
                 n = plen if lengths is None else int(lengths[b])
-                texts.append(tok.decode(out[b, :n].tolist() + out[b, plen:].tolist(), skip_special_tokens=True))
+                new = out[b, plen:].tolist() if ended[b] is None else out[b, plen:plen + ended[b] + 1].tolist()
+                texts.append(tok.decode(out[b, :n].tolist() + new, skip_special_tokens=True))
         n = model.dak_engine.kv_ahead_layers if args.kv_ahead else None
         if args.json:
             d = figures(model.dak_placement, model.dak_last, batch, model.dak_engine.graphs)
@@ -210,7 +222,8 @@ def run_baseline(args, model_name: str) -> int:
         raise ValueError("--baseline takes --host-ratio (the share of operator bytes on the host), "
                          "not --hbm-budget or --prompt")
     given = [flag for flag, on in (("--sample", args.sample), ("--repetition-penalty", args.repetition_penalty),
-                                   ("--stop-at-eos", args.stop_at_eos), ("--stream", args.stream)) if on]
+                                   ("--stop-at-eos", args.stop_at_eos), ("--stream", args.stream),
+                                   ("--stop", args.stop is not None)) if on]
     if given:
         raise ValueError(f"--baseline times greedy decoding of --gen-len tokens: drop {', '.join(given)}")
     given = [flag for flag, on in (("--policy", args.policy is not None), ("--strict-budget", args.strict_budget),

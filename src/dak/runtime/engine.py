@@ -37,6 +37,7 @@ class GenerateResult:
     ttft_s: float              # prefill + first token
     tpot_s: float              # mean time per decode step after the first token
     steps: int
+    stopped: tuple | None = None  # per request, the step of its EOS or stop string (None: ran on); None without either
 
 
 class Engine:
@@ -202,7 +203,7 @@ class Engine:
     @torch.no_grad()
     def generate(self, ids: torch.Tensor, max_new_tokens: int, prompt_lengths: torch.Tensor | None = None,
                  sampling: Sampling = Sampling(), eos_token_id=None, pad_token_id=None,
-                 on_token=None, min_new_tokens: int = 0) -> GenerateResult:
+                 on_token=None, min_new_tokens: int = 0, stop_strings=None) -> GenerateResult:
         """Generate `max_new_tokens` tokens for each of the (B <= batch, L) prompts.
 
         eos_token_id (an id or a list): a request stops at its first EOS (later tokens are
@@ -210,14 +211,19 @@ class Engine:
         (dak.runtime.stopping); the result then has fewer than max_new_tokens columns.
         on_token(column): called with each step's (B,) tokens as recorded (it syncs, if it reads them).
         min_new_tokens: the EOS ids are held back (-inf) until a request has that many new tokens
-        (HF's MinNewTokensLengthLogitsProcessor; nothing to hold without eos_token_id, as in HF)."""
+        (HF's MinNewTokensLengthLogitsProcessor; nothing to hold without eos_token_id, as in HF).
+        stop_strings: a dak.runtime.stop_strings.StopStrings (bound here to the prompts), or None."""
         ids, plen, b = self._check(ids, max_new_tokens, prompt_lengths)
         if isinstance(min_new_tokens, bool) or not isinstance(min_new_tokens, int) or min_new_tokens < 0:
             raise ValueError(f"min_new_tokens must be an integer >= 0, got {min_new_tokens!r}")
-        stop = None if eos_token_id is None else EosStop(eos_token_id, pad_token_id, self.model.config.vocab_size,
-                                                         self.batch, b, self.device)
+        if stop_strings is not None:
+            ids_cpu, plen_cpu = ids[:b].tolist(), plen[:b].tolist()
+            stop_strings.start([row[:n] for row, n in zip(ids_cpu, plen_cpu)])
+        stop = None if eos_token_id is None and stop_strings is None else EosStop(
+            eos_token_id, pad_token_id, self.model.config.vocab_size, self.batch, b, self.device,
+            stop_strings, every_step=on_token is not None)
         # the EOS hold is this call's, whatever the caller's Sampling says (nothing to hold without EOS ids)
-        sampling = replace(sampling, hold_eos=stop is not None and min_new_tokens > 0)
+        sampling = replace(sampling, hold_eos=stop is not None and stop.pads and min_new_tokens > 0)
         self.prepare(sampling)
         if sampling.hold_eos:
             self.eos_ids.zero_()
@@ -255,7 +261,8 @@ class Engine:
         self._sync()
         t2 = time.perf_counter()
         cols = steps + 1 if stop is None else stop.length(steps + 1)
-        return GenerateResult(out[:b, :cols], t1 - t0, (t2 - t1) / steps if steps else 0.0, steps)
+        return GenerateResult(out[:b, :cols], t1 - t0, (t2 - t1) / steps if steps else 0.0, steps,
+                              None if stop is None else stop.stopped_steps())
 
     def _record(self, out: torch.Tensor, t: int, stop, on_token=None, b: int = 0) -> None:
         if stop is None:

@@ -7,13 +7,14 @@ from __future__ import annotations
 import torch
 
 from dak.runtime.generation_config import UNSET, generation_ids, min_new_for, sampling_for
+from dak.runtime.stop_strings import StopStrings, check_stop_strings
 
 
 def generate(self, input_ids: torch.Tensor | None = None, max_new_tokens: int | None = None,
              do_sample=UNSET, temperature=UNSET, top_k=UNSET, top_p=UNSET, repetition_penalty=UNSET,
              prompt_lengths=None, eos_token_id=UNSET, pad_token_id=UNSET, attention_mask=None, streamer=None,
              max_length: int | None = None, inputs: torch.Tensor | None = None, min_new_tokens=UNSET,
-             min_length=UNSET, **unused):
+             min_length=UNSET, stop_strings=UNSET, tokenizer=None, **unused):
     """HF-style generate: returns (B, L + new) ids, the prompt followed by max_new_tokens new tokens,
     or fewer when every request reached `eos_token_id` (later tokens of a stopped request are
     `pad_token_id`; none before min_new_tokens / min_length). As in HF, eos_token_id, pad_token_id,
@@ -24,13 +25,15 @@ def generate(self, input_ids: torch.Tensor | None = None, max_new_tokens: int | 
     (right padding); each request's new tokens continue its own prompt. `streamer` (HF's
     BaseStreamer protocol: put(ids), end()) gets the input ids, then each step's tokens as they
     come (a host sync per step). As in HF, `inputs` may stand for input_ids, and `max_length`
-    (prompt + new tokens) for max_new_tokens (default 32)."""
+    (prompt + new tokens) for max_new_tokens (default 32). `stop_strings` (a string or a list; default
+    the generation config's) stop a request at the token that completes one, as HF's StopStringCriteria
+    does, and need the model's `tokenizer` (dak.runtime.stop_strings)."""
     from dak.runtime.prompts import prompts_from_mask, resolve_lengths
     if unused:
         raise ValueError(f"dak's generate does not support {sorted(unused)}; it takes input_ids (or inputs), "
                          "max_new_tokens (or max_length), min_new_tokens (or min_length), do_sample, temperature, top_k, "
                          "top_p, repetition_penalty, prompt_lengths, attention_mask, eos_token_id, pad_token_id, "
-                         "streamer")
+                         "streamer, stop_strings, tokenizer")
     input_ids, max_new_tokens = resolve_lengths(input_ids, inputs, max_new_tokens, max_length)
     eos_token_id, pad_token_id = generation_ids(self, eos_token_id, pad_token_id)
     min_new = min_new_for(self, input_ids.shape[-1], min_new_tokens, min_length)
@@ -40,7 +43,11 @@ def generate(self, input_ids: torch.Tensor | None = None, max_new_tokens: int | 
     if streamer is not None and not (callable(getattr(streamer, "put", None))
                                      and callable(getattr(streamer, "end", None))):
         raise ValueError(f"streamer must have put(ids) and end() (HF's BaseStreamer), got {type(streamer).__name__}")
+    if stop_strings is UNSET:
+        stop_strings = getattr(getattr(self, "generation_config", None), "stop_strings", None)
+    strings = check_stop_strings(stop_strings, tokenizer)
     ids, prompt_lengths = prompts_from_mask(input_ids, attention_mask, prompt_lengths)
+    stops = None if strings is None else StopStrings(strings, tokenizer)
     started = []
 
     def stream(col):  # the prompt once the input has passed the engine's checks, then each step
@@ -51,7 +58,8 @@ def generate(self, input_ids: torch.Tensor | None = None, max_new_tokens: int | 
     try:
         res = self.dak_engine.generate(ids, max_new_tokens, prompt_lengths,
                                        sampling, eos_token_id, pad_token_id,
-                                       on_token=None if streamer is None else stream, min_new_tokens=min_new)
+                                       on_token=None if streamer is None else stream, min_new_tokens=min_new,
+                                       stop_strings=stops)
     finally:
         if started:
             streamer.end()
