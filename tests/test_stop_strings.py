@@ -203,3 +203,17 @@ def test_bad_stop_strings_are_refused(strings, tokenizer, message):
     with pytest.raises(ValueError, match=message):
         check_stop_strings(strings, tokenizer)
     assert check_stop_strings(None, None) is None and check_stop_strings("ab", Table(["a"])) == ["ab"]
+
+
+def test_a_token_that_rewrites_the_text_before_it_is_matched_from_where_the_texts_part():
+    """A decoder whose output for the earlier tokens changes once the last one comes (a partial
+    character completed, spaces cleaned up): the prompt's own "stop" still does not count."""
+    class Merging(Table):
+        def decode(self, ids):
+            return super().decode(ids).replace("?!", "!")  # "?" followed by "!" decodes as "!"
+
+    words = ["stop", "?", "!", "x", "sto", "p!"]
+    stops = StopStrings(["stop", "p!"], Merging(words))
+    stops.start([[0, 3, 1]])                  # "stopx?"
+    assert stops.scan([[2]]) == {}            # "stopx!": the string in the prompt is not this token's
+    assert stops.scan([[2, 4, 5]]) == {0: 2}  # "...sto" + "p!" completes both strings

@@ -17,6 +17,8 @@ syncs every step) each step is checked before the streamer sees it.
 
 from __future__ import annotations
 
+import os
+
 WINDOW_EXTRA = 4  # tokens beyond the longest string's length in characters (a token is >= 1 char)
 
 
@@ -56,9 +58,10 @@ class StopStrings:
         ids = ids[-self.window:]
         before = self.tokenizer.decode(ids[:-1])
         text = self.tokenizer.decode(ids)
-        if not text.startswith(before):  # a window that decodes differently: look at the whole tail
-            before = ""
-        return any(s in text[max(0, len(before) - len(s) + 1):] for s in self.strings)
+        # the last token's text starts where the two decodings part (they can differ before the end:
+        # a partial UTF-8 character, or clean-up of spaces, completed by the last token)
+        new_from = len(os.path.commonprefix([before, text]))
+        return any(s in text[max(0, new_from - len(s) + 1):] for s in self.strings)
 
     def scan(self, new: list[list[int]], offset: int = 0) -> dict[int, int]:
         """{request: step} for the requests whose stop string is completed within `new` beyond what
