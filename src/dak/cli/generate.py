@@ -123,10 +123,10 @@ def run(args) -> int:
     if args.stop is not None and args.prompt is None:
         raise ValueError("--stop matches text, which needs --prompt (a checkpoint folder with a tokenizer)")
     ids, lengths = prompt_ids(args.prompt, model_name, batch, plen, seed)
+    tok = None if args.prompt is None else tokenizer(model_name)  # decodes the outputs (and matches --stop)
     stop_args = {}
     if args.stop is not None:
         from ..runtime.stop_strings import check_stop_strings
-        tok = tokenizer(model_name)
         stop_args = {"stop_strings": check_stop_strings(args.stop, tok), "tokenizer": tok}
     plen = ids.shape[1]
     if model_name != args.model:  # the CPU stand-in runs these lengths for the requested model: its limits hold
@@ -168,7 +168,6 @@ def run(args) -> int:
                              prompt_lengths=lengths, streamer=streamer(model_name) if args.stream else None)
         texts = []
         if args.prompt is not None:
-            tok = tokenizer(model_name)
             ended = model.dak_last.stopped or (None,) * len(args.prompt)
             for b in range(len(args.prompt)):  # each prompt without its padding, then its new tokens
                 n = plen if lengths is None else int(lengths[b])

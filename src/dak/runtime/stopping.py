@@ -38,8 +38,10 @@ class EosStop:
         ids = [] if eos_token_id is None else token_ids(eos_token_id, "eos_token_id", vocab)
         self.eos = torch.tensor(ids, dtype=torch.long, device=device)
         self.pads = bool(ids)
-        pad = ids[0] if pad_token_id is None and ids else token_ids(
-            0 if pad_token_id is None else pad_token_id, "pad_token_id", vocab)[0]
+        if pad_token_id is not None:
+            pad = token_ids(pad_token_id, "pad_token_id", vocab)[0]
+        else:  # HF's default: the first EOS id (unused without EOS ids: nothing is padded then)
+            pad = ids[0] if ids else 0
         self.pad = torch.tensor(pad, device=device)
         self.done = torch.zeros(batch, dtype=torch.bool, device=device)
         self.done[real:] = True  # padding rows of the static batch never hold generation up
