@@ -90,3 +90,29 @@ def test_cli_stop_ends_each_output_at_its_stop_string(folder, capsys):
     assert "--stop matches text, which needs --prompt" in capsys.readouterr().err
     assert main(base + ["--stop", ""]) == 2
     assert "stop_strings must be a non-empty string" in capsys.readouterr().err
+
+
+def test_cli_sampling_flags_reach_the_sampler_and_the_seed_repeats_it(folder, capsys):
+    import json
+    base = ["generate", "--model", folder, "--gen-len", "5", "--batch", "2", "--dtype", "fp16", "--prompt", "w5 w6",
+            "--json"]
+
+    def run(*argv):
+        assert main(base + list(argv)) == 0
+        d = json.loads(capsys.readouterr().out)
+        return d["outputs"][0].split()[2:], d["decoding"]
+
+    greedy, how = run()
+    assert len(greedy) == 5 and how == {"do_sample": False, "repetition_penalty": 1.0}
+    first, how = run("--sample", "--seed", "3")
+    assert how == {"do_sample": True, "temperature": 1.0, "top_k": 50, "top_p": 1.0, "repetition_penalty": 1.0}
+    assert run("--sample", "--seed", "3")[0] == first  # the same seed samples the same tokens
+    others = [run("--sample", "--seed", str(s))[0] for s in (4, 5)]
+    assert any(o != first for o in others) and first != greedy  # it does sample (1 in 50^5 to fail by chance)
+    # a single candidate token leaves sampling no choice: greedy's tokens, whatever the seed
+    ones, how = run("--sample", "--seed", "4", "--top-k", "1", "--temperature", "0.5")
+    assert ones == greedy and how["top_k"] == 1 and how["temperature"] == 0.5
+    tiny_p, how = run("--sample", "--seed", "5", "--top-p", "1e-6", "--top-k", "0", "--repetition-penalty", "1.0")
+    assert tiny_p == greedy and how["top_p"] == 1e-6 and how["top_k"] == 0
+    assert main(base[:-1] + ["--sample", "--top-k", "7", "--repetition-penalty", "1.3"]) == 0
+    assert "decoding: sampling, temperature 1, top-k 7, top-p 1, repetition penalty 1.3" in capsys.readouterr().out

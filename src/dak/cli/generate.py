@@ -17,6 +17,8 @@ import sys
 
 from ..defaults import DEFAULT_FUSE_PROJECTIONS, DEFAULT_KV_AHEAD, DEFAULT_KV_BUCKETS, DEFAULT_POLICY
 from ..units import format_bandwidth, format_bytes, format_time, parse_ratio
+from .decoding import add_arguments as add_decoding_arguments, applied, decoding_kwargs, describe
+from .decoding import given_flags as given_decoding_flags
 from .plan import _int
 from .text import prompt_ids, streamer, tokenizer
 
@@ -39,15 +41,13 @@ def add_parser(sub) -> None:
     p.add_argument("--policy", default=None, help=f"consolidated | streamed | greedy | uniform (default {DEFAULT_POLICY})")
     p.add_argument("--hardware", default="auto", help="auto (the preset of the GPU in use; h200-pcie without a GPU), a preset name or a profile .json (default auto)")
     p.add_argument("--dtype", default="bf16", help="bf16 | fp16 (default bf16)")
-    p.add_argument("--seed", default="0", help="seed of the random weights and prompts (default 0)")
+    p.add_argument("--seed", default="0", help="seed of the random weights, prompts and sampling (default 0)")
     p.add_argument("--prompt", action="append", default=None,
                    help="prompt text; repeat for several prompts, up to --batch (needs a checkpoint folder with a tokenizer)")
     p.add_argument("--stop", action="append", default=None, metavar="TEXT",
                    help="stop a request once its new text completes TEXT (HF's stop_strings; repeat for several; "
                         "needs --prompt); each output ends there")
-    p.add_argument("--sample", action="store_true", help="sample (temperature 1) instead of greedy decoding")
-    p.add_argument("--repetition-penalty", default=None, help="HF's repetition penalty (1 = off; default: the model's "
-                   "generation config, as in HF)")
+    add_decoding_arguments(p)
     p.add_argument("--tune", action="store_true", help="sweep kernel configs per shape before first use (slow once, cached)")
     p.add_argument("--no-graphs", action="store_true", help="decode eagerly instead of replaying a CUDA graph")
     p.add_argument("--kv-buckets", default=str(DEFAULT_KV_BUCKETS), help="decode graphs, one per cache-length bucket, so "
@@ -67,19 +67,6 @@ def add_parser(sub) -> None:
     p.add_argument("--baseline", default=None, help="run a baseline instead of dak at the same --host-ratio: "
                                                     "all-hbm | prefetch | uva | accelerate (see `dak bench e2e`)")
     p.set_defaults(func=run)
-
-
-def _penalty(text: str) -> float:
-    from ..runtime.sampling import Sampling
-    try:
-        value = float(str(text).strip())
-    except ValueError:
-        raise ValueError(f"--repetition-penalty must be a number (1 = off), got {text!r}") from None
-    try:
-        Sampling(repetition_penalty=value)
-    except ValueError as e:
-        raise ValueError(f"--{str(e).replace('_', '-')}") from None
-    return value
 
 
 def run(args) -> int:
@@ -113,7 +100,7 @@ def run(args) -> int:
     seed = _int("--seed", args.seed)
     if not 0 <= seed < 2**63:
         raise ValueError(f"--seed must be an integer in [0, 2**63), got {seed}")
-    penalty = {} if args.repetition_penalty is None else {"repetition_penalty": _penalty(args.repetition_penalty)}
+    decoding = decoding_kwargs(args)
     if args.hbm_budget is not None and args.host_ratio is not None:
         raise ValueError("give --hbm-budget or --host-ratio, not both (a host ratio x sets the budget that leaves "
                          "x of the operator bytes on the host)")
@@ -164,7 +151,9 @@ def run(args) -> int:
                         kv_buckets=kv_buckets, kv_ahead=args.kv_ahead,
                         fuse_projections=args.fuse_projections, strict_budget=strict)
     try:
-        out = model.generate(ids, max_new_tokens=glen, do_sample=args.sample, **stop, **penalty, **stop_args,
+        if args.sample:
+            torch.manual_seed(seed)  # the same --seed samples the same tokens
+        out = model.generate(ids, max_new_tokens=glen, **decoding, **stop, **stop_args,
                              prompt_lengths=lengths, streamer=streamer(model_name) if args.stream else None)
         texts = []
         if args.prompt is not None:
@@ -178,7 +167,7 @@ def run(args) -> int:
             d = figures(model.dak_placement, model.dak_last, batch, model.dak_engine.graphs)
             d.update(model=args.model, ran=model_name, cpu_interpreter=not gpu, batch=batch, prompt_len=plen,
                      gen_len=glen, kv_ahead_layers=n, fused_groups=model.dak_fused if args.fuse_projections else None,
-                     outputs=texts if args.prompt is not None else None)
+                     outputs=texts if args.prompt is not None else None, decoding=applied(model.dak_last.sampling))
             from ..bench.meta import metadata
             d["meta"] = metadata()  # GPU, git sha, command, $DAK_* switches, date
             print(json.dumps(d, indent=2))
@@ -189,6 +178,7 @@ def run(args) -> int:
                   "kv-ahead: no layer stages host K/V through the copy engine here, so nothing was copied ahead")
         if args.fuse_projections:
             print(f"fused projections: {model.dak_fused} q/k/v or gate/up set(s) multiply as one matrix")
+        print(describe(model.dak_last.sampling))
         for b, text in enumerate(texts):
             print(f"output {b}:" if len(texts) > 1 else "output:", text)
     finally:
@@ -220,9 +210,9 @@ def run_baseline(args, model_name: str) -> int:
     if args.hbm_budget is not None or args.prompt is not None:
         raise ValueError("--baseline takes --host-ratio (the share of operator bytes on the host), "
                          "not --hbm-budget or --prompt")
-    given = [flag for flag, on in (("--sample", args.sample), ("--repetition-penalty", args.repetition_penalty),
-                                   ("--stop-at-eos", args.stop_at_eos), ("--stream", args.stream),
-                                   ("--stop", args.stop is not None)) if on]
+    given = given_decoding_flags(args) + [flag for flag, on in (("--stop-at-eos", args.stop_at_eos),
+                                                                 ("--stream", args.stream),
+                                                                 ("--stop", args.stop is not None)) if on]
     if given:
         raise ValueError(f"--baseline times greedy decoding of --gen-len tokens: drop {', '.join(given)}")
     given = [flag for flag, on in (("--policy", args.policy is not None), ("--strict-budget", args.strict_budget),

@@ -38,6 +38,7 @@ class GenerateResult:
     tpot_s: float              # mean time per decode step after the first token
     steps: int
     stopped: tuple | None = None  # per request, the step of its EOS or stop string (None: ran on); None without either
+    sampling: Sampling | None = None  # the decoding settings applied
 
 
 class Engine:
@@ -262,7 +263,7 @@ class Engine:
         t2 = time.perf_counter()
         cols = steps + 1 if stop is None else stop.length(steps + 1)
         return GenerateResult(out[:b, :cols], t1 - t0, (t2 - t1) / steps if steps else 0.0, steps,
-                              None if stop is None else stop.stopped_steps())
+                              None if stop is None else stop.stopped_steps(), sampling)
 
     def _record(self, out: torch.Tensor, t: int, stop, on_token=None, b: int = 0) -> None:
         if stop is None:

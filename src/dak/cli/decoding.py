@@ -1,0 +1,75 @@
+"""`dak generate`'s decoding flags: --sample with --temperature, --top-k and --top-p, and
+--repetition-penalty. Each value is checked as dak.runtime.sampling.Sampling checks it, before
+anything is built. A flag left out is not passed, so generate takes it from the model's
+generation config, else HF's default, as HF's generate does. --temperature, --top-k and --top-p
+need --sample: HF's greedy decoding ignores them, so accepting them there would hide a mistake."""
+
+from __future__ import annotations
+
+SAMPLING_FLAGS = (("--temperature", "temperature", float), ("--top-k", "top_k", int), ("--top-p", "top_p", float))
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--sample", action="store_true",
+                   help="sample instead of greedy decoding (without it: greedy, whatever the model's generation config "
+                        "says), seeded by --seed; temperature, top-k and top-p come from "
+                        "the flags below, else the model's generation config, else HF's defaults (1.0, 50, 1.0)")
+    p.add_argument("--temperature", default=None, help="sampling temperature, > 0 (needs --sample)")
+    p.add_argument("--top-k", default=None, help="sample among the K likeliest tokens; 0 = off (needs --sample)")
+    p.add_argument("--top-p", default=None, help="sample among the fewest likeliest tokens whose probabilities reach "
+                                                 "P, in (0, 1]; 1 = off (needs --sample)")
+    p.add_argument("--repetition-penalty", default=None, help="HF's repetition penalty (1 = off; default: the model's "
+                   "generation config, as in HF)")
+
+
+def given_flags(args) -> list[str]:
+    """The decoding flags on the command line (for the commands that take none of them)."""
+    named = [flag for flag, name, _ in SAMPLING_FLAGS if getattr(args, name) is not None]
+    return (["--sample"] if args.sample else []) + named + (
+        ["--repetition-penalty"] if args.repetition_penalty is not None else [])
+
+
+def _number(flag: str, text: str, kind):
+    try:
+        return kind(str(text).strip())
+    except ValueError:
+        what = "an integer" if kind is int else "a number"
+        raise ValueError(f"{flag} must be {what}, got {text!r}") from None
+
+
+def decoding_kwargs(args) -> dict:
+    """generate()'s keyword arguments for the decoding flags given; a bad value or a sampling flag
+    without --sample is a ValueError naming the flag."""
+    from ..runtime.sampling import Sampling
+    out = {"do_sample": bool(args.sample)}  # greedy without --sample, whatever the generation config says
+    for flag, name, kind in SAMPLING_FLAGS:
+        text = getattr(args, name)
+        if text is None:
+            continue
+        if not args.sample:
+            raise ValueError(f"{flag} applies to sampling: add --sample (greedy decoding ignores it, as HF's does)")
+        out[name] = _number(flag, text, kind)
+    if args.repetition_penalty is not None:
+        out["repetition_penalty"] = _number("--repetition-penalty", args.repetition_penalty, float)
+    try:
+        Sampling(**out)
+    except ValueError as e:  # "top_k must be ..." -> "--top-k must be ..."
+        name, rest = str(e).split(" ", 1)
+        raise ValueError(f"--{name.replace('_', '-')} {rest}") from None
+    return out
+
+
+def applied(sampling) -> dict:
+    """The decoding settings a generate call applied (a Sampling), as `--json` reports them."""
+    keys = ("do_sample", "temperature", "top_k", "top_p", "repetition_penalty") if sampling.do_sample else (
+        "do_sample", "repetition_penalty")
+    return {k: getattr(sampling, k) for k in keys}
+
+
+def describe(sampling) -> str:
+    """One line for the text report: "decoding: greedy" or the sampling settings applied."""
+    d = applied(sampling)
+    text = ("sampling, temperature {temperature:g}, top-k {top_k}, top-p {top_p:g}".format(**d)
+            if d["do_sample"] else "greedy")
+    penalty = d["repetition_penalty"]
+    return f"decoding: {text}" + (f", repetition penalty {penalty:g}" if penalty != 1 else "")
