@@ -75,9 +75,12 @@ def test_a_stop_overlaps_the_token_that_completes_it(prompt, new, step):
     stops.start([[ids[w] for w in prompt]])
     toks = [ids[w] for w in new]
     found = {}
-    for end in range(1, len(toks) + 1):  # scanned as the engine does: a few new tokens at a time
+    for end in range(1, len(toks) + 1):  # scanned one new token at a time
         found.update(stops.scan([toks[:end]]))
     assert found == ({} if step is None else {0: step})
+    at_once = StopStrings(["stop"], Table(words))  # all new tokens in one scan
+    at_once.start([[ids[w] for w in prompt]])
+    assert at_once.scan([toks]) == found
 
 
 def test_the_scan_agrees_with_hfs_stop_string_criteria_on_random_cases():
@@ -97,6 +100,9 @@ def test_the_scan_agrees_with_hfs_stop_string_criteria_on_random_cases():
         for end in (3, 7, 10):
             found.update(stops.scan([new[:end]]))
         assert found.get(0) == expected, (prompt, new, wanted)
+        one_by_one = StopStrings(wanted, tok)  # each step scanned as it comes
+        one_by_one.start([prompt])
+        assert next((t for t in range(10) if one_by_one.scan([new[:t + 1]])), None) == expected
         stopped += expected is not None
     assert stopped >= 10  # most cases stop: the comparison is not vacuous
 
@@ -217,3 +223,37 @@ def test_a_token_that_rewrites_the_text_before_it_is_matched_from_where_the_text
     stops.start([[0, 3, 1]])                  # "stopx?"
     assert stops.scan([[2]]) == {}            # "stopx!": the string in the prompt is not this token's
     assert stops.scan([[2, 4, 5]]) == {0: 2}  # "...sto" + "p!" completes both strings
+
+
+def test_a_scan_decodes_once_a_token_and_agrees_however_the_steps_are_chunked():
+    """Each unscanned token costs one decode (its text against the one before); scanning 8 or 16
+    steps at once finds the stops that scanning each step finds, with a decoder that rewrites
+    earlier text."""
+    class Counting(Table):
+        calls = 0
+
+        def decode(self, ids):
+            Counting.calls += 1
+            return super().decode(ids).replace("?!", "!")
+
+    rng = random.Random(11)
+    words = [rng.choice(["?", "!"]) if rng.random() < 0.2 else "".join(rng.choice("abc") for _ in range(rng.randint(1, 2)))
+             for _ in range(40)]
+    strings = ["ab!", "cab", "ba?"]
+    prompts = [[rng.randrange(40) for _ in range(rng.randint(1, 5))] for _ in range(64)]
+    news = [[rng.randrange(40) for _ in range(16)] for _ in range(64)]
+    chunked, single = StopStrings(strings, Counting(words)), StopStrings(strings, Counting(words))
+    chunked.start(prompts)
+    single.start(prompts)
+    got, want = {}, {}
+    for end in (8, 16):
+        got.update(chunked.scan([n[:end] for n in news]))
+    for end in range(1, 17):
+        want.update(single.scan([n[:end] for n in news]))
+    assert got == want and 10 <= len(want) <= 54  # some requests stop, some do not
+
+    quiet = StopStrings(["zzz"], Counting(words))  # no string can occur
+    quiet.start(prompts)
+    Counting.calls = 0
+    assert quiet.scan([n[:8] for n in news]) == {} and Counting.calls == 9 * len(news)
+    assert quiet.scan(news) == {} and Counting.calls == 18 * len(news)
