@@ -116,3 +116,25 @@ def test_cli_sampling_flags_reach_the_sampler_and_the_seed_repeats_it(folder, ca
     assert tiny_p == greedy and how["top_p"] == 1e-6 and how["top_k"] == 0
     assert main(base[:-1] + ["--sample", "--top-k", "7", "--repetition-penalty", "1.3"]) == 0
     assert "decoding: sampling, temperature 1, top-k 7, top-p 1, repetition penalty 1.3" in capsys.readouterr().out
+
+
+def test_cli_chat_wraps_each_prompt_in_the_chat_template(folder, tmp_path, capsys):
+    import shutil
+    from transformers import AutoTokenizer
+    base = ["--gen-len", "3", "--batch", "2", "--dtype", "fp16"]
+    assert main(["generate", "--model", folder, "--chat", "--prompt", "w5"] + base) == 2
+    assert "--chat needs a tokenizer with a chat template" in capsys.readouterr().err
+    chat = str(tmp_path / "chat")
+    shutil.copytree(folder, chat)
+    tok = AutoTokenizer.from_pretrained(chat, local_files_only=True)
+    tok.chat_template = ("{% for m in messages %}w1 {{ m['content'] }} w2 {% endfor %}"
+                         "{% if add_generation_prompt %}w3{% endif %}")
+    tok.save_pretrained(chat)
+    assert main(["generate", "--model", chat, "--chat", "--prompt", "w5 w6", "--prompt", "w7"] + base) == 0
+    got = _outputs(capsys.readouterr().out)
+    # the same ids given as plain text: the same greedy reply
+    assert main(["generate", "--model", chat, "--prompt", "w1 w5 w6 w2 w3", "--prompt", "w1 w7 w2 w3"] + base) == 0
+    want = _outputs(capsys.readouterr().out)
+    assert got == want and got["output 0"][:5] == ["w1", "w5", "w6", "w2", "w3"] and len(got["output 0"]) == 8
+    assert main(["generate", "--model", chat, "--chat", "--gen-len", "1"]) == 2
+    assert "--chat applies a chat template to --prompt text: give --prompt" in capsys.readouterr().err

@@ -210,6 +210,7 @@ def test_cli_generate_runs_and_rejects_bad_input(capsys):
                       (["--baseline", "uva", "--hbm-budget", "1GiB"], "--host-ratio"),
                       (["--baseline", "uva", "--sample"], "drop --sample"),
                       (["--baseline", "uva", "--top-p", "0.5"], "drop --top-p"),
+                      (["--baseline", "uva", "--chat"], "drop --chat"),
                       (["--temperature", "0.7"], "--temperature applies to sampling: add --sample"),
                       (["--top-k", "3"], "--top-k applies to sampling: add --sample"),
                       (["--sample", "--temperature", "0"], "--temperature must be a positive number, got 0.0"),

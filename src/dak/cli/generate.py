@@ -44,6 +44,8 @@ def add_parser(sub) -> None:
     p.add_argument("--seed", default="0", help="seed of the random weights, prompts and sampling (default 0)")
     p.add_argument("--prompt", action="append", default=None,
                    help="prompt text; repeat for several prompts, up to --batch (needs a checkpoint folder with a tokenizer)")
+    p.add_argument("--chat", action="store_true", help="give each --prompt as a user message in the checkpoint's chat "
+                   "template (add --stop-at-eos to end each reply at its end-of-turn token)")
     p.add_argument("--stop", action="append", default=None, metavar="TEXT",
                    help="stop a request once its new text completes TEXT (HF's stop_strings; repeat for several; "
                         "needs --prompt); each output ends there")
@@ -109,7 +111,10 @@ def run(args) -> int:
         raise ValueError("--stream prints one prompt's text as it comes: give exactly one --prompt")
     if args.stop is not None and args.prompt is None:
         raise ValueError("--stop matches text, which needs --prompt (a checkpoint folder with a tokenizer)")
-    ids, lengths = prompt_ids(args.prompt, model_name, batch, plen, seed)
+    if args.chat and args.prompt is None:
+        raise ValueError("--chat applies a chat template to --prompt text: give --prompt (a checkpoint folder with a "
+                         "tokenizer)")
+    ids, lengths = prompt_ids(args.prompt, model_name, batch, plen, seed, chat=args.chat)
     tok = None if args.prompt is None else tokenizer(model_name)  # decodes the outputs (and matches --stop)
     stop_args = {}
     if args.stop is not None:
@@ -212,7 +217,8 @@ def run_baseline(args, model_name: str) -> int:
                          "not --hbm-budget or --prompt")
     given = given_decoding_flags(args) + [flag for flag, on in (("--stop-at-eos", args.stop_at_eos),
                                                                  ("--stream", args.stream),
-                                                                 ("--stop", args.stop is not None)) if on]
+                                                                 ("--stop", args.stop is not None),
+                                                                 ("--chat", args.chat)) if on]
     if given:
         raise ValueError(f"--baseline times greedy decoding of --gen-len tokens: drop {', '.join(given)}")
     given = [flag for flag, on in (("--policy", args.policy is not None), ("--strict-budget", args.strict_budget),

@@ -38,15 +38,26 @@ def tokenizer(model_name: str):
         raise ValueError(f"no usable tokenizer in {model_name!r}: {e}") from None
 
 
-def prompt_ids(prompts, model_name: str, batch: int, plen: int, seed: int):
+def chat_texts(tok, prompts: list[str]) -> list[str]:
+    """Each prompt as one user message in the tokenizer's chat template, ready for the reply."""
+    if not getattr(tok, "chat_template", None):
+        raise ValueError("--chat needs a tokenizer with a chat template (a chat or instruct checkpoint's "
+                         "chat_template), and this folder's has none: drop --chat to give the prompt as plain text")
+    return [tok.apply_chat_template([{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True)
+            for text in prompts]
+
+
+def prompt_ids(prompts, model_name: str, batch: int, plen: int, seed: int, chat: bool = False):
     """(ids, prompt lengths or None): one prompt fills the batch; several are right-padded rows
-    (the engine pads the batch with copies of the first); none: seeded random ids."""
+    (the engine pads the batch with copies of the first); none: seeded random ids. `chat`: each
+    prompt goes through the tokenizer's chat template (which brings its own special tokens)."""
     import torch
     if prompts is not None:
         if len(prompts) > batch:
             raise ValueError(f"{len(prompts)} prompts but --batch {batch}: raise --batch to at least {len(prompts)}")
         tok = tokenizer(model_name)
-        rows = [tok(text).input_ids for text in prompts]
+        texts = chat_texts(tok, prompts) if chat else prompts
+        rows = [tok(text, add_special_tokens=not chat).input_ids for text in texts]
         for i, row in enumerate(rows):
             if not row:
                 raise ValueError(f"prompt {i} ({prompts[i]!r}) has no tokens; give some text")
