@@ -210,3 +210,33 @@ def test_a_plan_reads_the_switches_once_and_sees_later_changes_only_in_the_next_
         monkeypatch.setenv("DAK_CE_MIN_SHARE", share)
         budgets[share] = plan(spec, w, hw, 12 * 2**30, "greedy").predicted_s
     assert budgets["0"] != budgets["1"]
+
+
+def test_an_empty_value_reads_as_unset(monkeypatch, capsys):
+    """`DAK_X= dak ...` unsets DAK_X for one command (as Python reads its PYTHON* variables): every
+    reader, the up-front check, `dak env`, the pinning method and the runs' metadata agree."""
+    import inspect
+    import dak.copy_shares as cs
+    import dak.shares as sh
+    from dak.bench.meta import dak_env
+    from dak.cli.main import main
+    from dak.env_snapshot import fixed
+    from dak.host import pin_method
+    from dak.switches import check_environment
+    readers = [f for mod in (sh, cs) for n, f in vars(mod).items()
+               if inspect.isfunction(f) and f.__module__ == mod.__name__ and not n.startswith("_")
+               and all(p.default is not p.empty for p in inspect.signature(f).parameters.values())]
+    assert len(readers) >= 20
+    for s in SWITCHES:
+        monkeypatch.delenv(s.name, raising=False)
+    unset = [f() for f in readers]
+    for s in SWITCHES:
+        monkeypatch.setenv(s.name, "")
+    assert [f() for f in readers] == unset
+    with fixed():
+        assert [f() for f in readers] == unset
+    assert check_environment() == ([], [])
+    assert pin_method() == "alloc" and dak_env() == {}
+    assert main(["env", "--set"]) == 0 and capsys.readouterr().out == ""
+    monkeypatch.setenv("DAK_COPY_SLOTS", "9")  # a value that is set is still checked
+    assert check_environment()[1] and main(["env"]) == 2

@@ -7,7 +7,8 @@ has a measured default and an environment variable for experiments on the GPU.
 
 from __future__ import annotations
 
-from .env_snapshot import env_flag, env_int, environ
+from .env_snapshot import env_flag, env_int
+from .env_snapshot import get as env_get
 
 
 def copy_stream_count() -> int:
@@ -50,7 +51,7 @@ def copy_wrap_mode() -> bool | None:
     'plan' (the default since the thirty-fourth session; None here) wraps a plan's chain where it
     runs one GEMV once staged (H93b, H200: OPT-6.7B / OPT-30B at 1% 2.0% / 1.7% faster, twice); '0'
     never. '1' everywhere: docs/LIMITATIONS.md (faster on OPT-6.7B, slower on Llama-2-7B, OPT-30B)."""
-    raw = environ().get("DAK_COPY_WRAP", "plan")
+    raw = env_get("DAK_COPY_WRAP", "plan")
     if raw == "plan":
         return None
     if raw not in ("0", "1"):
@@ -92,7 +93,7 @@ def kv_copy_stream_name() -> str:
     copies), or with $DAK_KV_COPY_STREAM=shared the linear chain's "copy" stream, so one copy is
     in flight at a time (an experiment: OPT-30B at 5% moved 51 GB/s over the link with both,
     the layer-prefetch baseline's one copy per layer 55)."""
-    raw = environ().get("DAK_KV_COPY_STREAM", "own")
+    raw = env_get("DAK_KV_COPY_STREAM", "own")
     if raw not in ("own", "shared"):
         raise ValueError(f"DAK_KV_COPY_STREAM must be 'own' or 'shared', got {raw!r}")
     return "kv-ahead copy" if raw == "own" else "copy"

@@ -5,6 +5,9 @@ The planner prices every candidate placement operator by operator and asks dak.s
 operator which path the runtime takes ($DAK_CE_MIN_SHARE, $DAK_HBM_GEMV, ...): a million reads of
 os.environ (each encodes its key) were a fifth of planning Llama-2-70B. Inside `fixed()` they read
 a dict taken once; the switches cannot change halfway through a plan either.
+
+A variable set to the empty string reads as unset (`DAK_X= dak ...` unsets it for one command),
+as Python reads its own PYTHON* variables.
 """
 
 from __future__ import annotations
@@ -27,16 +30,22 @@ def fixed():
     if _snapshot is not None:  # nested: the outer block's snapshot holds
         yield
         return
-    _snapshot = {k: v for k, v in os.environ.items() if k.startswith("DAK_")}
+    _snapshot = {k: v for k, v in os.environ.items() if k.startswith("DAK_") and v != ""}
     try:
         yield
     finally:
         _snapshot = None
 
 
-def env_flag(name: str, default: bool) -> bool:
-    """$name as an on/off switch: '1' on, '0' off, unset `default`; anything else is an error."""
+def get(name: str, default: str | None = None) -> str | None:
+    """$name, or `default` when it is unset or empty."""
     raw = environ().get(name)
+    return default if raw is None or raw == "" else raw
+
+
+def env_flag(name: str, default: bool) -> bool:
+    """$name as an on/off switch: '1' on, '0' off, unset (or empty) `default`; anything else is an error."""
+    raw = get(name)
     if raw is None:
         return default
     if raw not in ("0", "1"):
@@ -45,8 +54,8 @@ def env_flag(name: str, default: bool) -> bool:
 
 
 def env_int(name: str, default: int, lo: int, hi: int) -> int:
-    """$name as an integer in [lo, hi], or `default` when unset."""
-    raw = environ().get(name)
+    """$name as an integer in [lo, hi], or `default` when unset (or empty)."""
+    raw = get(name)
     if raw is None:
         return default
     if not raw.isdigit() or not lo <= int(raw) <= hi:

@@ -40,7 +40,7 @@ PIN_METHOD: str | None = None  # overrides $DAK_PIN_METHOD when set (benchmarks,
 def pin_method() -> str:
     """The pinning method: PIN_METHOD, else $DAK_PIN_METHOD, read when memory is pinned (a bad value
     must not break `import dak` or `dak env`, which reports it)."""
-    method = PIN_METHOD or os.environ.get("DAK_PIN_METHOD", "alloc")
+    method = PIN_METHOD or os.environ.get("DAK_PIN_METHOD") or "alloc"
     if method not in PIN_METHODS:
         raise ValueError(f"DAK_PIN_METHOD must be one of {', '.join(PIN_METHODS)}, got {method!r}: "
                          f"unset it or pick one (`dak env` lists them)")

@@ -18,6 +18,7 @@ from .copy_shares import (MANY_TOKEN_COPY_SLOTS, chain_one_chunk, copy_group_byt
                           copy_stream_count, copy_wrap_enabled, copy_wrap_mode, kv_copy_stream_name, kv_pair_copy,
                           kv_slot_count, many_decode_tokens)
 from .env_snapshot import env_flag, env_int, environ  # noqa: F401 -- env_flag re-exported (dak.runtime_env)
+from .env_snapshot import get as env_get
 
 # Above this host share a memory-bound operator is link-bound on a PCIe Gen5 GPU (x* = B_h /
 # (B_h + B_g) ~ 1.5% on the H200); the untuned config then moves host rows by copy engine.
@@ -37,7 +38,7 @@ def fused_layer_enabled() -> bool:
 def ce_min_share() -> float:
     """Host share above which untuned decode configs use the copy engine: LINK_BOUND_SHARE, or
     $DAK_CE_MIN_SHARE (a fraction in [0, 1]; 0 = every host share) for experiments."""
-    raw = environ().get("DAK_CE_MIN_SHARE")
+    raw = env_get("DAK_CE_MIN_SHARE")
     if raw is None:
         return LINK_BOUND_SHARE
     try:
@@ -118,7 +119,7 @@ def one_gemv_mode() -> bool | None:
     """$DAK_CE_ONE_GEMV: '1' runs every chained decode copy-engine linear whose host rows are all
     staged as one GEMV after its copies land (dak.kernels.staged_gemv), '0' never, unset as the
     plan says (dak.planner.placement.Placement.one_gemv; None here)."""
-    return None if environ().get("DAK_CE_ONE_GEMV") is None else env_flag("DAK_CE_ONE_GEMV", False)
+    return None if env_get("DAK_CE_ONE_GEMV") is None else env_flag("DAK_CE_ONE_GEMV", False)
 
 
 def split_gemv_tiles_enabled() -> bool:
@@ -148,7 +149,7 @@ def hbm_fork_for(n_tokens: int) -> bool:
     twenty-sixth session, H75/H77) forked was 1.022x median alone at 1-8 tokens, and batch 8 end to
     end (H76, an older launch) gained at 1-2% but lost 2-7% at 5%: still off. $DAK_HBM_FORK=1
     takes it at every decode token count, 0 at none."""
-    raw = environ().get("DAK_HBM_FORK")
+    raw = env_get("DAK_HBM_FORK")
     if raw is not None and raw not in ("0", "1"):
         raise ValueError(f"DAK_HBM_FORK must be 0 or 1, got {raw!r}")
     lo = {None: HBM_FORK_MIN_TOKENS, "1": 1, "0": None}[raw]

@@ -157,7 +157,9 @@ def check_environment(environ=None) -> tuple[list[str], list[str]]:
     """(warnings, errors) for the $DAK_* variables set: a name dak does not read (with the
     nearest known one), or a switch another one makes moot (MOOT), is a warning; a value its
     switch does not accept, or switches that contradict each other, an error."""
-    environ = os.environ if environ is None else environ
+    real = environ is None or environ is os.environ
+    environ = {k: v for k, v in (os.environ if environ is None else environ).items()
+               if not (k.startswith("DAK_") and v == "")}  # an empty value reads as unset
     warnings, errors = [], []
     for name in sorted(k for k in environ if k.startswith("DAK_")):
         switch = BY_NAME.get(name)
@@ -178,7 +180,7 @@ def check_environment(environ=None) -> tuple[list[str], list[str]]:
     if environ.get("DAK_GEMV_SILU") == "1" and environ.get("DAK_HBM_GEMV") == "0":  # as shares.gemv_silu_enabled
         errors.append("DAK_GEMV_SILU=1 fuses SiLU * up into dak's GEMV, which DAK_HBM_GEMV=0 turns off: "
                       "unset one of them")
-    if environ is os.environ:  # the interpreter is checked where kernels run (kernel_device); warn up front
+    if real:  # the interpreter is checked where kernels run (kernel_device); warn up front
         from .runtime_env import interpreter_problem, interpreting
         problem = interpreting() and interpreter_problem()
         if problem:

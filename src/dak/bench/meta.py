@@ -36,7 +36,7 @@ _NOT_KNOBS = ("DAK_GIT_SHA", "DAK_CACHE_DIR")
 def dak_env() -> dict:
     """The $DAK_* switches the run was made under (experiments are chosen by them, so the
     command alone does not say what ran), without the bookkeeping ones."""
-    return {k: v for k, v in sorted(os.environ.items()) if k.startswith("DAK_") and k not in _NOT_KNOBS}
+    return {k: v for k, v in sorted(os.environ.items()) if k.startswith("DAK_") and v and k not in _NOT_KNOBS}
 
 
 def metadata() -> dict:

@@ -20,12 +20,12 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     width = max(len(s.name) for s in SWITCHES)
     for group, title in GROUPS:
-        rows = [s for s in SWITCHES if s.group == group and (not args.set or s.name in os.environ)]
+        rows = [s for s in SWITCHES if s.group == group and (not args.set or os.environ.get(s.name))]
         if not rows:
             continue
         print(f"{title}:")
         for s in rows:
-            now = f"set {os.environ[s.name]!r}" if s.name in os.environ else "unset"
+            now = f"set {os.environ[s.name]!r}" if os.environ.get(s.name) else "unset"
             print(f"  {s.name:<{width}}  {now:<12} default {s.default}: {s.what}")
     return 2 if report() else 0
 
