@@ -15,11 +15,13 @@ from runtime_checks import hf_model as _hf_model  # noqa: E402
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
-    """tiny-llama with a word-level tokenizer: id i is the word w<i>, the last id [UNK]."""
+    """tiny-llama with a word-level tokenizer: id i is the word w<i>, the last id [UNK], the one
+    before it "abcdef" (the text HF's StopStringCriteria probes a tokenizer with)."""
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
     hf = _hf_model("tiny-llama")
-    vocab = {f"w{i}": i for i in range(hf.config.vocab_size - 1)}
+    vocab = {f"w{i}": i for i in range(hf.config.vocab_size - 2)}
+    vocab["abcdef"] = hf.config.vocab_size - 2
     vocab["[UNK]"] = hf.config.vocab_size - 1
     tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()

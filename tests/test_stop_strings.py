@@ -1,5 +1,6 @@
-"""Stop strings in generate (dak.runtime.stop_strings), CPU: the scan against HF's StopStringCriteria,
-the bookkeeping around the static decode step, and generate end to end."""
+"""Stop strings in generate (dak.runtime.stop_strings), CPU: the device-side check against HF's
+StopStringCriteria on whole sequences, the bookkeeping around the static decode step, and generate
+end to end."""
 
 import os
 import random
@@ -18,22 +19,21 @@ from dak.runtime.stopping import EosStop  # noqa: E402
 ALPHABET = "abcdefghijkl"
 
 
-class Table:
-    """A tokenizer whose decode concatenates its tokens' strings."""
-
-    def __init__(self, strings):
-        self.strings = strings
-
-    def decode(self, ids):
-        return "".join(self.strings[i] for i in ids)
-
-
-def hf_tokenizer(vocab: int, seed: int = 0):
-    """An HF fast tokenizer (built offline) over `vocab` tokens of 1-3 letters whose decoding
-    concatenates them, as HF's StopStringCriteria reads token strings."""
+def word_tokenizer(words):
+    """An HF fast tokenizer whose token i is words[i] and whose decoding concatenates tokens (the
+    single letters HF's criterion tokenizes its probe text with are added after the words)."""
     import tokenizers
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
+    words = list(words) + [c for c in ALPHABET if c not in words]
+    tk = Tokenizer(models.WordLevel({s: i for i, s in enumerate(words)}, unk_token=words[0]))
+    tk.decoder = decoders.Fuse()
+    tk.pre_tokenizer = pre_tokenizers.Split(tokenizers.Regex("."), behavior="isolated")
+    return PreTrainedTokenizerFast(tokenizer_object=tk)
+
+
+def hf_tokenizer(vocab: int, seed: int = 0):
+    """word_tokenizer over `vocab` random tokens of 1-3 letters (at most 12 + 144 + 1728), and the words."""
     rng = random.Random(seed)
     strings, seen = list(ALPHABET), set(ALPHABET)
     while len(strings) < vocab:
@@ -41,20 +41,32 @@ def hf_tokenizer(vocab: int, seed: int = 0):
         if s not in seen:
             seen.add(s)
             strings.append(s)
-    tk = Tokenizer(models.WordLevel({s: i for i, s in enumerate(strings)}, unk_token="a"))
-    tk.decoder = decoders.Fuse()
-    tk.pre_tokenizer = pre_tokenizers.Split(tokenizers.Regex("."), behavior="isolated")
-    return PreTrainedTokenizerFast(tokenizer_object=tk), strings
+    return word_tokenizer(strings), strings
 
 
 def hf_first_stop(tok, strings, prompt, new):
-    """The step at which HF's StopStringCriteria stops `new` after `prompt`, or None."""
+    """The step at which HF's StopStringCriteria, given the whole sequence, stops `new` after `prompt`, or None."""
     from transformers.generation.stopping_criteria import StopStringCriteria
     crit = StopStringCriteria(tokenizer=tok, stop_strings=strings)
     for t in range(len(new)):
         if bool(crit(torch.tensor([prompt + new[:t + 1]]), None)[0]):
             return t
     return None
+
+
+def first_stops(stops, prompts, news, batch=None):
+    """Each request's first step whose token stops it, stepping `stops` as generate does."""
+    batch = batch or len(prompts)
+    stops.start(prompts, batch, "cpu")
+    first = [None] * len(prompts)
+    for t in range(max(map(len, news))):
+        tok = torch.tensor([n[t] if t < len(n) else 0 for n in news] + [0] * (batch - len(news)))
+        hit = stops.step(tok)
+        assert hit.shape == (batch,) and hit.dtype == torch.bool
+        for i in range(len(prompts)):
+            if first[i] is None and t < len(news[i]) and bool(hit[i]):
+                first[i] = t
+    return first
 
 
 @pytest.mark.parametrize("prompt,new,step", [
@@ -65,86 +77,68 @@ def hf_first_stop(tok, strings, prompt, new):
     (["x"], ["s", "to", "pped"], 2),
     (["stop"], ["x", "x"], None),           # wholly in the prompt: not a stop
     (["x", "st"], ["op", "x"], 0),          # starts in the prompt, completed by the first new token
+    (["s", "t", "o"], ["p"], 0),            # the window reaches back into a prompt of one-letter tokens
+    (["t", "o"], ["p"], None),              # a short prompt: nothing before it
     (["x"], ["stop", "at"], 0),
     (["x"], ["x", "at", "x"], None),
 ])
 def test_a_stop_overlaps_the_token_that_completes_it(prompt, new, step):
-    words = ["st", "op", "opera", "stop", "at", "x", "s", "to", "pped", "las", "topper"]
+    words = ["st", "op", "opera", "stop", "at", "x", "s", "to", "pped", "las", "topper", "t", "o", "p"]
     ids = {w: i for i, w in enumerate(words)}
-    stops = StopStrings(["stop"], Table(words))
-    stops.start([[ids[w] for w in prompt]])
-    toks = [ids[w] for w in new]
-    found = {}
-    for end in range(1, len(toks) + 1):  # scanned one new token at a time
-        found.update(stops.scan([toks[:end]]))
-    assert found == ({} if step is None else {0: step})
-    at_once = StopStrings(["stop"], Table(words))  # all new tokens in one scan
-    at_once.start([[ids[w] for w in prompt]])
-    assert at_once.scan([toks]) == found
+    tok = word_tokenizer(words)
+    p, n = [ids[w] for w in prompt], [ids[w] for w in new]
+    assert hf_first_stop(tok, ["stop"], p, n) == step  # the cases say what HF does
+    assert first_stops(StopStrings(["stop"], tok), [p], [n], batch=3) == [step]
 
 
-def test_the_scan_agrees_with_hfs_stop_string_criteria_on_random_cases():
-    tok, strings = hf_tokenizer(300, seed=1)
+def test_the_window_agrees_with_hfs_criterion_on_whole_sequences():
+    """Random batches: the device-side window finds each request's first stop where HF's criterion,
+    given the whole sequence at every step, finds it."""
+    tok, words = hf_tokenizer(300, seed=1)
     rng = random.Random(7)
     stopped = 0
-    for case in range(30):
-        prompt = [rng.randrange(300) for _ in range(rng.randint(1, 4))]
-        new = [rng.randrange(300) for _ in range(10)]
-        text = "".join(strings[i] for i in prompt + new)
-        start = rng.randrange(max(1, len(text) - 3))
-        wanted = [text[start:start + rng.randint(2, 5)]] + (["lkj"] if case % 3 == 0 else [])
-        expected = hf_first_stop(tok, wanted, prompt, new)
-        stops = StopStrings(wanted, tok)
-        stops.start([prompt])
-        found = {}
-        for end in (3, 7, 10):
-            found.update(stops.scan([new[:end]]))
-        assert found.get(0) == expected, (prompt, new, wanted)
-        one_by_one = StopStrings(wanted, tok)  # each step scanned as it comes
-        one_by_one.start([prompt])
-        assert next((t for t in range(10) if one_by_one.scan([new[:t + 1]])), None) == expected
-        stopped += expected is not None
-    assert stopped >= 10  # most cases stop: the comparison is not vacuous
+    for case in range(12):
+        prompts = [[rng.randrange(300) for _ in range(rng.randint(1, 6))] for _ in range(5)]
+        news = [[rng.randrange(300) for _ in range(10)] for _ in range(5)]
+        wanted = []
+        for p, n in zip(prompts[:3], news[:3]):
+            text = "".join(words[i] for i in p + n)
+            start = rng.randrange(max(1, len(text) - 3))
+            wanted.append(text[start:start + rng.randint(2, 6)])
+        wanted += ["lkj"] if case % 3 == 0 else []
+        expected = [hf_first_stop(tok, wanted, p, n) for p, n in zip(prompts, news)]
+        assert first_stops(StopStrings(wanted, tok), prompts, news, batch=6) == expected, (prompts, news, wanted)
+        stopped += sum(e is not None for e in expected)
+    assert stopped >= 25  # most requests stop: the comparison is not vacuous
 
 
-def test_eos_stop_pads_after_a_stop_string_found_steps_later():
-    table = Table(["a", "b", "c", "z", "q"])  # 3 = "z" is EOS below
-    stop = EosStop([3], 4, vocab=5, batch=3, real=2, device="cpu", strings=StopStrings(["bc"], table))
-    stop.strings.start([[0], [0]])
+def test_eos_stop_pads_after_a_stop_string():
+    tok = word_tokenizer(["a", "b", "c", "z", "q"])  # 3 = "z" is EOS below
+    strings = StopStrings(["bc"], tok)
+    strings.start([[0], [0]], 3, "cpu")
+    stop = EosStop([3], 4, vocab=5, batch=3, real=2, device="cpu", strings=strings)
     out = torch.full((3, 10), -1)
     steps = [[0, 0, 0], [1, 3, 0], [2, 1, 0], [0, 2, 0], [0, 0, 0], [1, 0, 0], [2, 0, 0], [0, 0, 0]]
     for t, toks in enumerate(steps):
         stop.record(out, t, torch.tensor(toks))
         assert not stop.finished(t) or t == stopping.CHECK_EVERY - 1
-    # row 0 completes "bc" at step 2 (found at the check, step 7): later tokens become pad;
-    # row 1 hit its EOS at step 1, before its "bc" at steps 2-3
+    # row 0 completes "bc" at step 2: later tokens become pad; row 1 hit its EOS at step 1, before its "bc"
     assert stop.finished(stopping.CHECK_EVERY - 1)
     assert out[0, :8].tolist() == [0, 1, 2, 4, 4, 4, 4, 4]
     assert out[1, :8].tolist() == [0, 3, 4, 4, 4, 4, 4, 4]
-    assert stop.length(8) == 3
+    assert stop.length(8) == 3 and stop.stopped_steps() == (2, 1)
 
 
 def test_without_eos_ids_a_stop_string_ends_generation_but_pads_nothing():
     """HF pads finished requests only when EOS ids are set; the early end applies either way."""
-    table = Table(["a", "b", "c"])
-    stop = EosStop(None, None, vocab=3, batch=2, real=2, device="cpu", strings=StopStrings(["ab", "cc"], table))
-    stop.strings.start([[2], [2]])
+    strings = StopStrings(["ab", "cc"], word_tokenizer(["a", "b", "c"]))
+    strings.start([[2], [2]], 2, "cpu")
+    stop = EosStop(None, None, vocab=3, batch=2, real=2, device="cpu", strings=strings)
     out = torch.full((2, 8), -1)
     for t, toks in enumerate([[0, 2], [1, 0], [1, 0], [0, 0]]):
         stop.record(out, t, torch.tensor(toks))
     assert out[:, :4].tolist() == [[0, 1, 1, 0], [2, 0, 0, 0]]  # row 1: "c" + "c" across the prompt
     assert stop.length(4) == 2 and not stop.pads  # row 0 stopped at step 1, row 1 at step 0
-
-
-def test_every_step_marks_the_stop_before_a_streamer_reads_the_step():
-    table = Table(["a", "b", "z"])
-    stop = EosStop([2], 0, vocab=3, batch=1, real=1, device="cpu", strings=StopStrings(["bb"], table),
-                   every_step=True)
-    stop.strings.start([[0]])
-    out = torch.full((1, 5), -1)
-    for t, tok in enumerate([1, 1, 1, 1]):
-        stop.record(out, t, torch.tensor([tok]))
-    assert out[0, :4].tolist() == [1, 1, 0, 0] and stop.length(4) == 2
 
 
 @pytest.mark.parametrize("graphs", [False, pytest.param(True, marks=pytest.mark.gpu)])
@@ -200,60 +194,15 @@ def test_generate_stops_at_stop_strings_as_hfs_criterion_says(graphs):
 
 @pytest.mark.parametrize("strings,tokenizer,message", [
     (["x"], None, "need the model's tokenizer: pass tokenizer="),
-    ([""], Table(["a"]), "non-empty string"),
-    (5, Table(["a"]), "non-empty string"),
-    ([], Table(["a"]), "non-empty string"),
-    ("x", object(), "tokenizer must have decode"),
+    ([""], "hf", "non-empty string"),
+    (5, "hf", "non-empty string"),
+    ([], "hf", "non-empty string"),
+    ("x", object(), "tokenizer must be an HF tokenizer"),
 ])
 def test_bad_stop_strings_are_refused(strings, tokenizer, message):
+    tok = word_tokenizer(["a", "b"])
     with pytest.raises(ValueError, match=message):
-        check_stop_strings(strings, tokenizer)
-    assert check_stop_strings(None, None) is None and check_stop_strings("ab", Table(["a"])) == ["ab"]
-
-
-def test_a_token_that_rewrites_the_text_before_it_is_matched_from_where_the_texts_part():
-    """A decoder whose output for the earlier tokens changes once the last one comes (a partial
-    character completed, spaces cleaned up): the prompt's own "stop" still does not count."""
-    class Merging(Table):
-        def decode(self, ids):
-            return super().decode(ids).replace("?!", "!")  # "?" followed by "!" decodes as "!"
-
-    words = ["stop", "?", "!", "x", "sto", "p!"]
-    stops = StopStrings(["stop", "p!"], Merging(words))
-    stops.start([[0, 3, 1]])                  # "stopx?"
-    assert stops.scan([[2]]) == {}            # "stopx!": the string in the prompt is not this token's
-    assert stops.scan([[2, 4, 5]]) == {0: 2}  # "...sto" + "p!" completes both strings
-
-
-def test_a_scan_decodes_once_a_token_and_agrees_however_the_steps_are_chunked():
-    """Each unscanned token costs one decode (its text against the one before); scanning 8 or 16
-    steps at once finds the stops that scanning each step finds, with a decoder that rewrites
-    earlier text."""
-    class Counting(Table):
-        calls = 0
-
-        def decode(self, ids):
-            Counting.calls += 1
-            return super().decode(ids).replace("?!", "!")
-
-    rng = random.Random(11)
-    words = [rng.choice(["?", "!"]) if rng.random() < 0.2 else "".join(rng.choice("abc") for _ in range(rng.randint(1, 2)))
-             for _ in range(40)]
-    strings = ["ab!", "cab", "ba?"]
-    prompts = [[rng.randrange(40) for _ in range(rng.randint(1, 5))] for _ in range(64)]
-    news = [[rng.randrange(40) for _ in range(16)] for _ in range(64)]
-    chunked, single = StopStrings(strings, Counting(words)), StopStrings(strings, Counting(words))
-    chunked.start(prompts)
-    single.start(prompts)
-    got, want = {}, {}
-    for end in (8, 16):
-        got.update(chunked.scan([n[:end] for n in news]))
-    for end in range(1, 17):
-        want.update(single.scan([n[:end] for n in news]))
-    assert got == want and 10 <= len(want) <= 54  # some requests stop, some do not
-
-    quiet = StopStrings(["zzz"], Counting(words))  # no string can occur
-    quiet.start(prompts)
-    Counting.calls = 0
-    assert quiet.scan([n[:8] for n in news]) == {} and Counting.calls == 9 * len(news)
-    assert quiet.scan(news) == {} and Counting.calls == 18 * len(news)
+        check_stop_strings(strings, tok if tokenizer == "hf" else tokenizer)
+    assert check_stop_strings(None, None) is None and check_stop_strings("ab", tok) == ["ab"]
+    with pytest.raises(ValueError, match=r"HF's StopStringCriteria refused stop strings \['##'\]"):
+        StopStrings(["##"], tok)  # no token's text holds "#": HF refuses it

@@ -219,7 +219,7 @@ class Engine:
             raise ValueError(f"min_new_tokens must be an integer >= 0, got {min_new_tokens!r}")
         if stop_strings is not None:
             ids_cpu, plen_cpu = ids[:b].tolist(), plen[:b].tolist()
-            stop_strings.start([row[:n] for row, n in zip(ids_cpu, plen_cpu)])
+            stop_strings.start([row[:n] for row, n in zip(ids_cpu, plen_cpu)], self.batch, self.device)
         stop = None if eos_token_id is None and stop_strings is None else EosStop(
             eos_token_id, pad_token_id, self.model.config.vocab_size, self.batch, b, self.device,
             stop_strings, every_step=on_token is not None)

@@ -1,27 +1,20 @@
-"""Stop strings (HF's `generate(stop_strings=..., tokenizer=...)`), checked on the host around the
-static decode graph.
+"""Stop strings (HF's `generate(stop_strings=..., tokenizer=...)`), checked on the device at
+every step, as HF checks them.
 
-As HF's StopStringCriteria, a request stops at the first step whose token completes one of the
-strings: the string occurs in the decoded text and overlaps that step's token (a string already
-in the prompt, or wholly inside earlier tokens, does not count; a token that runs past the
-string's end, "st" + "opera" for "stop", does). The stopping token is kept. HF matches on the
-tokenizer's token strings; dak matches on `tokenizer.decode` of a window of the last tokens
-(prompt tokens included, so a string may start in the prompt), which agrees wherever decoding a
-window is the concatenation of its tokens' text.
-
-Each new token costs one `decode` (its window's text against the text one token shorter; 8.5 us
-a token with an HF fast tokenizer on a 2-core CPU, 4.3 ms a step at batch 512). The graph never
-waits for the check: without a streamer the new tokens are read every
-`dak.runtime.stopping.CHECK_EVERY` steps (and at the end), and a request found stopped a few
-steps back has its later tokens replaced by the pad token then; with a streamer (which already
-syncs every step) each step is checked before the streamer sees it.
+HF's own StopStringCriteria decides: a request stops at the first step whose token completes one
+of the strings (an occurrence that ends within that token's text; a string wholly in the prompt
+does not count, one that starts in the prompt does; the token may run past the string's end,
+"st" + "opera" for "stop"), matched on the vocabulary's token strings as HF matches them. The
+stopping token is kept. The criterion runs on a (batch, width) window of each request's last
+tokens kept on the device (width: the longest string's length, HF's `maximum_token_len`; before
+a short prompt, an id HF maps to no text), a few small tensor operations a step: no host sync,
+no decoding, and a stop found at the step it happens (dak.runtime.stopping pads from the next
+step on, where EOS ids are set).
 """
 
 from __future__ import annotations
 
-import os
-
-WINDOW_EXTRA = 4  # tokens beyond the longest string's length in characters (a token is >= 1 char)
+import torch
 
 
 def check_stop_strings(stop_strings, tokenizer) -> list[str] | None:
@@ -36,61 +29,41 @@ def check_stop_strings(stop_strings, tokenizer) -> list[str] | None:
     if tokenizer is None:
         raise ValueError("stop_strings need the model's tokenizer: pass tokenizer= to generate "
                          "(as HF's generate requires)")
-    if not callable(getattr(tokenizer, "decode", None)):
-        raise ValueError(f"tokenizer must have decode(ids) (an HF tokenizer), got {type(tokenizer).__name__}")
+    if not all(callable(getattr(tokenizer, m, None)) for m in ("get_vocab", "convert_tokens_to_string")):
+        raise ValueError(f"tokenizer must be an HF tokenizer (with get_vocab and convert_tokens_to_string), "
+                         f"got {type(tokenizer).__name__}")
     return list(strings)
 
 
 class StopStrings:
-    """Per-request scan state of one generate call; `start` binds it to the call's prompts."""
+    """HF's StopStringCriteria for `strings` under `tokenizer`, over a window of the last tokens;
+    `start` binds it to one generate call's prompts."""
 
     def __init__(self, strings: list[str], tokenizer):
-        self.strings, self.tokenizer = strings, tokenizer
-        self.window = max(len(s) for s in strings) + WINDOW_EXTRA
-        self.start([])
+        from transformers.generation.stopping_criteria import StopStringCriteria
+        try:
+            self.criterion = StopStringCriteria(tokenizer=tokenizer, stop_strings=list(strings))
+        except Exception as e:  # noqa: BLE001 -- a tokenizer HF cannot read token strings from
+            raise ValueError(f"HF's StopStringCriteria refused stop strings {list(strings)!r} with this tokenizer "
+                             f"({type(tokenizer).__name__}): {e}") from None
+        self.strings = list(strings)
+        self.width = int(self.criterion.maximum_token_len)
+        self.window = None
 
-    def start(self, prompts: list[list[int]]) -> None:
-        """Begin a call: `prompts` are the real requests' prompt ids (lists of ints, no padding)."""
-        self.prompts = [list(p[-self.window:]) for p in prompts]
-        self.scanned = [0] * len(prompts)        # new tokens of each request already looked at
-        self.stopped: list[int | None] = [None] * len(prompts)  # the step each request stopped at
+    def start(self, prompts: list[list[int]], batch: int, device) -> None:
+        """Begin a call over a static batch: `prompts` are the real requests' prompt ids (lists of
+        ints, no padding); later rows, and the places before a short prompt, hold the id HF maps
+        to no text."""
+        c = self.criterion
+        c.embedding_vec, c.target_lens = c.embedding_vec.to(device), c.target_lens.to(device)
+        blank = c.embedding_vec.shape[0] - 1  # the row HF gives every id outside the vocabulary
+        window = torch.full((batch, self.width), blank, dtype=torch.long)
+        for i, p in enumerate(prompts):
+            tail = p[-self.width:]
+            window[i, self.width - len(tail):] = torch.tensor(tail, dtype=torch.long)
+        self.window = window.to(device)
 
-    def _first_completing(self, ctx: list[int], toks: list[int]) -> int | None:
-        """The index of the first of `toks` that completes a string (an occurrence overlapping its
-        text), decoded after `ctx`, or None: one decode a token, each token's text found where its
-        decoding parts from the one before (they can differ before the end: a partial UTF-8
-        character, or clean-up of spaces, completed by the new token)."""
-        before = self.tokenizer.decode(ctx)
-        for k in range(len(toks)):
-            text = self.tokenizer.decode(ctx + toks[:k + 1])
-            new_from = len(os.path.commonprefix([before, text]))
-            if any(s in text[max(0, new_from - len(s) + 1):] for s in self.strings):
-                return k
-            before = text
-        return None
-
-    def scan(self, new: list[list[int]], offset: int = 0) -> dict[int, int]:
-        """{request: step} for the requests whose stop string is completed within `new` beyond what
-        earlier scans looked at. new[i]: request i's new tokens from step `offset` on (up to its EOS if
-        it had one); `offset` must leave each request's last `window` tokens before its first
-        unscanned step in `new` (`first_needed`)."""
-        found = {}
-        for i, toks in enumerate(new):
-            if self.stopped[i] is not None:
-                continue
-            end = offset + len(toks)
-            first = self.scanned[i]
-            if end > first:  # the new tokens after (at least) `window` tokens of context
-                lo = first - self.window
-                ctx = toks[max(0, lo - offset):first - offset]
-                k = self._first_completing(self.prompts[i][len(self.prompts[i]) + lo:] + ctx if lo < 0 else ctx,
-                                           toks[first - offset:])
-                if k is not None:
-                    self.stopped[i] = found[i] = first + k
-                self.scanned[i] = end
-        return found
-
-    def first_needed(self) -> int:
-        """The first step a scan must be given: `window` before the earliest unscanned step."""
-        open_ = [n for n, st in zip(self.scanned, self.stopped) if st is None]
-        return max(0, min(open_, default=0) - self.window)
+    def step(self, tok: torch.Tensor) -> torch.Tensor:
+        """Append this step's (batch,) tokens; (batch,) bool: whose token completes a string."""
+        self.window = torch.cat([self.window[:, 1:], tok.to(self.window.dtype)[:, None]], dim=1)
+        return self.criterion(self.window, None)
