@@ -204,7 +204,7 @@ class Engine:
     @torch.no_grad()
     def generate(self, ids: torch.Tensor, max_new_tokens: int, prompt_lengths: torch.Tensor | None = None,
                  sampling: Sampling = Sampling(), eos_token_id=None, pad_token_id=None,
-                 on_token=None, min_new_tokens: int = 0, stop_strings=None) -> GenerateResult:
+                 on_token=None, min_new_tokens: int = 0, stop_strings=None, criteria=None) -> GenerateResult:
         """Generate `max_new_tokens` tokens for each of the (B <= batch, L) prompts.
 
         eos_token_id (an id or a list): a request stops at its first EOS (later tokens are
@@ -213,16 +213,19 @@ class Engine:
         on_token(column): called with each step's (B,) tokens as recorded (it syncs, if it reads them).
         min_new_tokens: the EOS ids are held back (-inf) until a request has that many new tokens
         (HF's MinNewTokensLengthLogitsProcessor; nothing to hold without eos_token_id, as in HF).
-        stop_strings: a dak.runtime.stop_strings.StopStrings (bound here to the prompts), or None."""
+        stop_strings: a dak.runtime.stop_strings.StopStrings (bound here to the prompts), or None.
+        criteria: HF StoppingCriteria (a list; dak.runtime.stopping.EosStop calls them), or None."""
         ids, plen, b = self._check(ids, max_new_tokens, prompt_lengths)
         if isinstance(min_new_tokens, bool) or not isinstance(min_new_tokens, int) or min_new_tokens < 0:
             raise ValueError(f"min_new_tokens must be an integer >= 0, got {min_new_tokens!r}")
         if stop_strings is not None:
             ids_cpu, plen_cpu = ids[:b].tolist(), plen[:b].tolist()
             stop_strings.start([row[:n] for row, n in zip(ids_cpu, plen_cpu)], self.batch, self.device)
-        stop = None if eos_token_id is None and stop_strings is None else EosStop(
+        stop = None if eos_token_id is None and stop_strings is None and not criteria else EosStop(
             eos_token_id, pad_token_id, self.model.config.vocab_size, self.batch, b, self.device,
-            stop_strings, every_step=on_token is not None)
+            stop_strings, every_step=on_token is not None, criteria=criteria)
+        if criteria:
+            stop.start_criteria(ids[:b], plen[:b].tolist(), max_new_tokens)
         # the EOS hold is this call's, whatever the caller's Sampling says (nothing to hold without EOS ids)
         sampling = replace(sampling, hold_eos=stop is not None and stop.pads and min_new_tokens > 0)
         self.prepare(sampling)

@@ -8,13 +8,14 @@ import torch
 
 from dak.runtime.generation_config import UNSET, generation_ids, min_new_for, sampling_for
 from dak.runtime.stop_strings import StopStrings, check_stop_strings
+from dak.runtime.stopping import check_criteria
 
 
 def generate(self, input_ids: torch.Tensor | None = None, max_new_tokens: int | None = None,
              do_sample=UNSET, temperature=UNSET, top_k=UNSET, top_p=UNSET, repetition_penalty=UNSET,
              prompt_lengths=None, eos_token_id=UNSET, pad_token_id=UNSET, attention_mask=None, streamer=None,
              max_length: int | None = None, inputs: torch.Tensor | None = None, min_new_tokens=UNSET,
-             min_length=UNSET, stop_strings=UNSET, tokenizer=None, **unused):
+             min_length=UNSET, stop_strings=UNSET, tokenizer=None, stopping_criteria=None, max_time=UNSET, **unused):
     """HF-style generate: returns (B, L + new) ids, the prompt followed by max_new_tokens new tokens,
     or fewer when every request reached `eos_token_id` (later tokens of a stopped request are
     `pad_token_id`; none before min_new_tokens / min_length). As in HF, eos_token_id, pad_token_id,
@@ -27,13 +28,16 @@ def generate(self, input_ids: torch.Tensor | None = None, max_new_tokens: int | 
     come (a host sync per step). As in HF, `inputs` may stand for input_ids, and `max_length`
     (prompt + new tokens) for max_new_tokens (default 32). `stop_strings` (a string or a list; default
     the generation config's) stop a request at the token that completes one, as HF's StopStringCriteria
-    does, and need the model's `tokenizer` (dak.runtime.stop_strings)."""
+    does, and need the model's `tokenizer` (dak.runtime.stop_strings). `stopping_criteria` (HF's
+    StoppingCriteriaList) and `max_time` (seconds; default the generation config's) stop requests as
+    in HF: the criteria are called after every step with the ids so far and scores None
+    (dak.runtime.stopping.EosStop)."""
     from dak.runtime.prompts import prompts_from_mask, resolve_lengths
     if unused:
         raise ValueError(f"dak's generate does not support {sorted(unused)}; it takes input_ids (or inputs), "
                          "max_new_tokens (or max_length), min_new_tokens (or min_length), do_sample, temperature, top_k, "
                          "top_p, repetition_penalty, prompt_lengths, attention_mask, eos_token_id, pad_token_id, "
-                         "streamer, stop_strings, tokenizer")
+                         "streamer, stop_strings, tokenizer, stopping_criteria, max_time")
     input_ids, max_new_tokens = resolve_lengths(input_ids, inputs, max_new_tokens, max_length)
     eos_token_id, pad_token_id = generation_ids(self, eos_token_id, pad_token_id)
     min_new = min_new_for(self, input_ids.shape[-1], min_new_tokens, min_length)
@@ -48,6 +52,14 @@ def generate(self, input_ids: torch.Tensor | None = None, max_new_tokens: int | 
     strings = check_stop_strings(stop_strings, tokenizer)
     ids, prompt_lengths = prompts_from_mask(input_ids, attention_mask, prompt_lengths)
     stops = None if strings is None else StopStrings(strings, tokenizer)
+    criteria = check_criteria(stopping_criteria)
+    if max_time is UNSET:
+        max_time = getattr(getattr(self, "generation_config", None), "max_time", None)
+    if max_time is not None:
+        if isinstance(max_time, bool) or not isinstance(max_time, (int, float)) or not max_time > 0:
+            raise ValueError(f"max_time must be a positive number of seconds (or None), got {max_time!r}")
+        from transformers.generation.stopping_criteria import MaxTimeCriteria
+        criteria = (criteria or []) + [MaxTimeCriteria(max_time=float(max_time))]
     started = []
 
     def stream(col):  # the prompt once the input has passed the engine's checks, then each step
@@ -59,7 +71,7 @@ def generate(self, input_ids: torch.Tensor | None = None, max_new_tokens: int | 
         res = self.dak_engine.generate(ids, max_new_tokens, prompt_lengths,
                                        sampling, eos_token_id, pad_token_id,
                                        on_token=None if streamer is None else stream, min_new_tokens=min_new,
-                                       stop_strings=stops)
+                                       stop_strings=stops, criteria=criteria)
     finally:
         if started:
             streamer.end()

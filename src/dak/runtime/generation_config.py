@@ -34,7 +34,7 @@ def read_generation_config(folder: str):
 
 APPLIED = set(HF_DEFAULTS) | {"eos_token_id", "pad_token_id", "bos_token_id", "decoder_start_token_id",
                                "transformers_version", "_from_model_config", "min_new_tokens", "min_length",
-                               "stop_strings"}
+                               "stop_strings", "max_time"}
 # settings that do not change which tokens come out (what HF returns, caching, compiling, beam-only
 # options without beams), or values that leave a processor off
 NO_EFFECT = {"use_cache", "cache_implementation", "cache_config", "compile_config", "disable_compile", "low_memory",
@@ -64,7 +64,7 @@ def warn_ignored(model) -> None:
     if ignored:
         warnings.warn(f"dak: the model's generation config sets {', '.join(ignored)}, which dak's generate does "
                       "not apply (it takes eos/pad ids, do_sample, temperature, top_k, top_p, repetition_penalty, "
-                      "min_new_tokens, min_length and stop_strings from it; 32 new tokens unless max_new_tokens "
+                      "min_new_tokens, min_length, stop_strings and max_time from it; 32 new tokens unless max_new_tokens "
                       "is given)",
                       UserWarning, stacklevel=3)
 
