@@ -38,9 +38,9 @@ def check_criteria(criteria) -> list | None:
 
 class EosStop:
     """Stopping bookkeeping for one generate call over a static batch whose first `real` rows are
-    requests: at EOS ids (`eos_token_id`; None: none) and at stop strings (`strings`, a
-    dak.runtime.stop_strings.StopStrings already started; None: none), both marked on the device
-    as each step is recorded. As in HF, a stopped request's later tokens are `pad_token_id` only
+    requests: at EOS ids (`eos_token_id`; None: none), at stop strings (`strings`, a
+    dak.runtime.stop_strings.StopStrings already started; None: none) and at HF stopping criteria,
+    all marked on the device as each step is recorded. As in HF, a stopped request's later tokens are `pad_token_id` only
     where EOS ids are given; without them it keeps its tokens and only the early end applies.
     `every_step`: read whether all are done after every step (a streamer syncs every step anyway,
     and then sees no step past the end), else every CHECK_EVERY steps. `criteria` (HF's
@@ -75,7 +75,8 @@ class EosStop:
 
     def record(self, out: torch.Tensor, t: int, tok: torch.Tensor) -> None:
         """Write step t's tokens into out[:, t]: pad where a request was already done (with EOS
-        ids), then mark the requests whose token is an EOS or completes a stop string as done."""
+        ids), then mark the requests whose token is an EOS, completes a stop string or meets a
+        criterion as done."""
         col = torch.where(self.done, self.pad, tok) if self.pads else tok
         out[:, t] = col
         new = torch.isin(tok, self.eos) if self.pads else None
