@@ -30,11 +30,13 @@ def given_flags(args) -> list[str]:
 
 
 def _number(flag: str, text: str, kind):
+    if kind is int:
+        from .plan import _int
+        return _int(flag, text)
     try:
-        return kind(str(text).strip())
+        return float(str(text).strip())
     except ValueError:
-        what = "an integer" if kind is int else "a number"
-        raise ValueError(f"{flag} must be {what}, got {text!r}") from None
+        raise ValueError(f"{flag} must be a number, got {text!r}") from None
 
 
 def decoding_kwargs(args) -> dict:

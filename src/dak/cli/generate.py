@@ -114,8 +114,8 @@ def run(args) -> int:
     if args.chat and args.prompt is None:
         raise ValueError("--chat applies a chat template to --prompt text: give --prompt (a checkpoint folder with a "
                          "tokenizer)")
-    ids, lengths = prompt_ids(args.prompt, model_name, batch, plen, seed, chat=args.chat)
-    tok = None if args.prompt is None else tokenizer(model_name)  # decodes the outputs (and matches --stop)
+    tok = None if args.prompt is None else tokenizer(model_name)  # read once: prompts, --stop, streamer, outputs
+    ids, lengths = prompt_ids(args.prompt, model_name, batch, plen, seed, chat=args.chat, tok=tok)
     stop_args = {}
     if args.stop is not None:
         from ..runtime.stop_strings import check_stop_strings
@@ -159,7 +159,7 @@ def run(args) -> int:
         if args.sample:
             torch.manual_seed(seed)  # the same --seed samples the same tokens
         out = model.generate(ids, max_new_tokens=glen, **decoding, **stop, **stop_args,
-                             prompt_lengths=lengths, streamer=streamer(model_name) if args.stream else None)
+                             prompt_lengths=lengths, streamer=streamer(tok) if args.stream else None)
         texts = []
         if args.prompt is not None:
             ended = model.dak_last.stopped or (None,) * len(args.prompt)

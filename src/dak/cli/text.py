@@ -19,9 +19,10 @@ class _FirstRow:
         self.streamer.end()
 
 
-def streamer(model_name: str):
+def streamer(tok):
+    """HF's TextStreamer over `tok` (the checkpoint's tokenizer), fed the first request's ids."""
     from transformers import TextStreamer
-    return _FirstRow(TextStreamer(tokenizer(model_name), skip_prompt=True, skip_special_tokens=True))
+    return _FirstRow(TextStreamer(tok, skip_prompt=True, skip_special_tokens=True))
 
 
 def tokenizer(model_name: str):
@@ -47,15 +48,16 @@ def chat_texts(tok, prompts: list[str]) -> list[str]:
             for text in prompts]
 
 
-def prompt_ids(prompts, model_name: str, batch: int, plen: int, seed: int, chat: bool = False):
+def prompt_ids(prompts, model_name: str, batch: int, plen: int, seed: int, chat: bool = False, tok=None):
     """(ids, prompt lengths or None): one prompt fills the batch; several are right-padded rows
     (the engine pads the batch with copies of the first); none: seeded random ids. `chat`: each
-    prompt goes through the tokenizer's chat template (which brings its own special tokens)."""
+    prompt goes through the tokenizer's chat template (which brings its own special tokens).
+    `tok`: the folder's tokenizer when the caller has it loaded already."""
     import torch
     if prompts is not None:
         if len(prompts) > batch:
             raise ValueError(f"{len(prompts)} prompts but --batch {batch}: raise --batch to at least {len(prompts)}")
-        tok = tokenizer(model_name)
+        tok = tokenizer(model_name) if tok is None else tok
         texts = chat_texts(tok, prompts) if chat else prompts
         rows = [tok(text, add_special_tokens=not chat).input_ids for text in texts]
         for i, row in enumerate(rows):
