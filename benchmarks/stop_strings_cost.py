@@ -1,11 +1,14 @@
-"""What do stop strings cost a decode step? TPOT of `generate` with and without them, same model,
-same run, alternated.
+"""What does stopping cost a decode step? TPOT of `generate` without any stop, with EOS ids that
+never match (the end-of-batch flag read through DoneFlags: a small copy a step, no stall), with a
+streamer that reads nothing (a host sync a step, as any streamer causes), and with stop strings; same
+model, same run, alternated. Then how many steps a batch runs past its end: a criterion ends every
+request at step --gen-len // 2, and the steps run are counted (dak.runtime.stopping.AHEAD at most).
 
 The model has seeded random weights; its tokenizer is built here (no download): every id is a
 random word of 3-6 letters, decoded by concatenation, so HF's StopStringCriteria reads plain
 token strings. The stop strings are 12-letter runs that random tokens almost never spell (HF refuses
-strings no token can be part of), so no request stops and both runs time the same --gen-len steps: the difference is the criterion's work a step (dak runs HF's
-StopStringCriteria on the device after each step, dak.runtime.stop_strings).
+strings no token can be part of), and the EOS id is one greedy decoding never produced, so no request
+stops and every run times the same --gen-len steps: a difference is the stopping work a step.
 
     PYTHONPATH=src python3 benchmarks/stop_strings_cost.py --model llama-2-7b --batches 8,512 --out cost.json
 
@@ -51,6 +54,28 @@ def random_tokenizer(vocab: int, seed: int = 0):
     return PreTrainedTokenizerFast(tokenizer_object=tk)
 
 
+class NullStreamer:
+    """HF's streamer protocol, reading nothing (generate still copies each step's tokens to the host)."""
+
+    def put(self, value):
+        pass
+
+    def end(self):
+        pass
+
+
+class EndAt:
+    """A stopping criterion that ends every request once the ids reach `width` columns (read from
+    their shape: no device read)."""
+
+    def __init__(self, width: int):
+        self.width = width
+
+    def __call__(self, input_ids, scores):
+        return torch.full((input_ids.shape[0],), input_ids.shape[1] >= self.width, dtype=torch.bool,
+                          device=input_ids.device)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", default="llama-2-7b")
@@ -58,7 +83,7 @@ def main() -> int:
     ap.add_argument("--host-ratio", type=float, default=0.0, help="share of operator bytes on the host (fraction)")
     ap.add_argument("--prompt-len", type=int, default=32)
     ap.add_argument("--gen-len", type=int, default=64)
-    ap.add_argument("--repeats", type=int, default=2, help="alternated pairs (without, with)")
+    ap.add_argument("--repeats", type=int, default=2, help="alternated rounds (without, eos, streamer, with)")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     gpu = torch.cuda.is_available()
@@ -77,24 +102,33 @@ def main() -> int:
             StopStringCriteria(tokenizer=tok, stop_strings=STOPS)  # HF caches its tables: built once here
             tables_s = time.perf_counter() - t0
             ids = torch.randint(0, vocab, (batch, plen), generator=torch.Generator().manual_seed(batch))
-            times = {"without": [], "with": []}
-            model.generate(ids, max_new_tokens=glen, eos_token_id=None)  # warm: capture, compile
+            free = model.generate(ids, max_new_tokens=glen, eos_token_id=None)  # warm: capture, compile
+            eos = next(i for i in range(vocab) if not (free[:, plen:] == i).any())
+            kinds = {"without": {}, "eos": {"eos_token_id": eos}, "streamer": {"streamer": NullStreamer()},
+                     "with": {"stop_strings": STOPS, "tokenizer": tok}}
+            times = {k: [] for k in kinds}
             model.generate(ids, max_new_tokens=glen, eos_token_id=None, stop_strings=STOPS, tokenizer=tok)
             for _ in range(args.repeats):
-                for kind, extra in (("without", {}), ("with", {"stop_strings": STOPS, "tokenizer": tok})):
-                    out = model.generate(ids, max_new_tokens=glen, eos_token_id=None, **extra)
-                    assert out.shape[1] == plen + glen, "a request stopped: the strings must match nothing"
+                for kind, extra in kinds.items():
+                    out = model.generate(ids, max_new_tokens=glen, **{"eos_token_id": None, **extra})
+                    assert out.shape[1] == plen + glen, "a request stopped: nothing may match"
                     times[kind].append(model.dak_last.tpot_s)
+            end = glen // 2
+            model.generate(ids, max_new_tokens=glen, eos_token_id=None, stopping_criteria=[EndAt(plen + end + 1)])
+            late = model.dak_last.steps - end
             best = {k: min(v) for k, v in times.items()}
             row = {"model": model_name, "batch": batch, "prompt_len": plen, "gen_len": glen,
-                   "host_ratio": args.host_ratio, "tpot_without_s": times["without"], "tpot_with_s": times["with"],
+                   "host_ratio": args.host_ratio, **{f"tpot_{k}_s": v for k, v in times.items()},
+                   **{f"{k}_over_without": best[k] / best["without"] for k in kinds if k != "without"},
+                   **{f"{k}_extra_per_step_us": 1e6 * (best[k] - best["without"]) for k in kinds if k != "without"},
                    "with_over_without": best["with"] / best["without"],
                    "extra_per_step_us": 1e6 * (best["with"] - best["without"]), "tokenizer_tables_s": tables_s,
-                   "graphs": model.dak_engine.graphs}
+                   "ended_at_step": end, "steps_past_the_end": late, "graphs": model.dak_engine.graphs}
             rows.append(row)
-            print(f"{model_name} batch {batch}: TPOT without {1e3 * best['without']:.3f} ms, with stop strings "
-                  f"{1e3 * best['with']:.3f} ms ({row['with_over_without']:.4f}x, "
-                  f"{row['extra_per_step_us']:+.1f} us a step); tables {tables_s:.2f} s", flush=True)
+            print(f"{model_name} batch {batch}: TPOT without {1e3 * best['without']:.3f} ms; "
+                  + "; ".join(f"{k} {1e3 * best[k]:.3f} ms ({row[k + '_over_without']:.4f}x, "
+                              f"{row[k + '_extra_per_step_us']:+.1f} us a step)" for k in kinds if k != "without")
+                  + f"; ended at step {end}, {late} steps past it; tables {tables_s:.2f} s", flush=True)
         finally:
             model.dak_free()
     if args.out:

@@ -16,6 +16,8 @@ from dak.runtime import stopping  # noqa: E402
 from dak.runtime.stop_strings import StopStrings, check_stop_strings  # noqa: E402
 from dak.runtime.stopping import EosStop  # noqa: E402
 
+LATE = stopping.AHEAD if torch.cuda.is_available() else 0  # steps an end may be seen late (none on a CPU)
+
 ALPHABET = "abcdefghijkl"
 
 
@@ -121,9 +123,8 @@ def test_eos_stop_pads_after_a_stop_string():
     steps = [[0, 0, 0], [1, 3, 0], [2, 1, 0], [0, 2, 0], [0, 0, 0], [1, 0, 0], [2, 0, 0], [0, 0, 0]]
     for t, toks in enumerate(steps):
         stop.record(out, t, torch.tensor(toks))
-        assert not stop.finished(t) or t == stopping.CHECK_EVERY - 1
+        assert stop.finished(t) == (t >= 2)  # on a CPU the end is read at its step
     # row 0 completes "bc" at step 2: later tokens become pad; row 1 hit its EOS at step 1, before its "bc"
-    assert stop.finished(stopping.CHECK_EVERY - 1)
     assert out[0, :8].tolist() == [0, 1, 2, 4, 4, 4, 4, 4]
     assert out[1, :8].tolist() == [0, 3, 4, 4, 4, 4, 4, 4]
     assert stop.length(8) == 3 and stop.stopped_steps() == (2, 1)
@@ -149,7 +150,7 @@ def test_generate_stops_at_stop_strings_as_hfs_criterion_says(graphs):
     try:
         tok, strings = hf_tokenizer(model.config.vocab_size)
         ids = torch.randint(3, 900, (2, 4), generator=torch.Generator().manual_seed(5))
-        n = stopping.CHECK_EVERY + 4
+        n = 12
         free = model.generate(ids, max_new_tokens=n, eos_token_id=None).cpu()[:, 4:]
         text = ["".join(strings[i] for i in row) for row in free.tolist()]
         # a string across the boundary of steps 2/3 of request 0 and one across steps 4/5 of request 1
@@ -161,7 +162,7 @@ def test_generate_stops_at_stop_strings_as_hfs_criterion_says(graphs):
 
         got = model.generate(ids, max_new_tokens=n, eos_token_id=None, stop_strings=wanted, tokenizer=tok).cpu()
         assert torch.equal(got[:, :4], ids) and torch.equal(got[:, 4:], free[:, :cols])  # no EOS: no pad
-        assert model.dak_last.steps == stopping.CHECK_EVERY - 1  # ended at the first check, not at n - 1
+        assert max(firsts) <= model.dak_last.steps <= max(firsts) + LATE  # ended at the last stop, not n - 1
 
         eos = next(i for i in range(3, 900) if i not in free.tolist()[0] + free.tolist()[1])
         padded = model.generate(ids, max_new_tokens=n, eos_token_id=eos, pad_token_id=0, stop_strings=wanted,

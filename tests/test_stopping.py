@@ -13,19 +13,68 @@ from dak.runtime import stopping  # noqa: E402
 from dak.runtime.stopping import EosStop  # noqa: E402
 
 
-def test_tokens_after_eos_are_pad_and_the_flag_is_read_only_every_few_steps():
+LATE = stopping.AHEAD if torch.cuda.is_available() else 0  # steps an end may be seen late (none on a CPU)
+
+
+def test_tokens_after_eos_are_pad_and_the_end_is_read_as_it_lands():
     stop = EosStop([7, 9], 0, vocab=20, batch=3, real=2, device="cpu")
     out = torch.full((3, 6), -1)
     steps = [[1, 7, 3], [7, 2, 9], [5, 4, 4], [9, 9, 9]]  # per step: tokens of the 3 static rows
+    ends = []
     for t, toks in enumerate(steps):
         stop.record(out, t, torch.tensor(toks))
+        ends.append(stop.finished(t))
     assert out[:, :4].tolist() == [[1, 7, 0, 0], [7, 0, 0, 0], [0, 0, 0, 0]]  # row 2 is batch padding
+    assert ends == [False, True, True, True]  # on a CPU the copy lands at once: seen at step 1
     assert stop.length(6) == 2  # both real requests had stopped by step 1
-    assert not stop.finished(2) and stop.finished(stopping.CHECK_EVERY - 1)
     running = EosStop(7, None, vocab=20, batch=2, real=2, device="cpu")
     running.record(torch.zeros(2, 3, dtype=torch.long), 0, torch.tensor([7, 1]))
-    assert running.length(3) == 3 and not running.finished(stopping.CHECK_EVERY - 1)
+    assert running.length(3) == 3 and not running.finished(0) and not running.finished(1, wait=True)
     assert running.pad.item() == 7  # pad defaults to the first EOS id, as in HF
+
+
+class FakeEvent:
+    """An event on a fake GPU whose progress the test sets: it lands once the GPU reaches it, or
+    when synchronized (the wait is logged)."""
+    gpu = [-1]
+    waits = []
+    pushed = [0]
+
+    def record(self):
+        self.at = FakeEvent.pushed[0]
+        FakeEvent.pushed[0] += 1
+
+    def query(self):
+        return self.at <= FakeEvent.gpu[0]
+
+    def synchronize(self):
+        FakeEvent.waits.append(self.at)
+        FakeEvent.gpu[0] = max(FakeEvent.gpu[0], self.at)
+
+
+@pytest.mark.parametrize("keeps_up", [False, True])
+def test_done_flags_read_the_newest_landed_copy_and_wait_only_ahead_steps_back(keeps_up):
+    FakeEvent.gpu[0], FakeEvent.pushed[0] = -1, 0
+    FakeEvent.waits.clear()
+    flags = stopping.DoneFlags(batch=3, real=2, device="cpu", ahead=2, event=FakeEvent)
+    done = torch.tensor([False, False, True])  # row 2 is batch padding, done from the start
+    end, seen = 5, []
+    for t in range(9):
+        if t >= 3:
+            done[0] = True
+        if t >= end:
+            done[1] = True
+        flags.push(t, done)
+        done.fill_(False)  # the device mask changes after the copy: the slot keeps what was copied
+        done[2] = True
+        if keeps_up:
+            FakeEvent.gpu[0] = t
+        seen.append(flags.read(t))
+    if keeps_up:  # every copy has landed when read: the end is seen at its step, nothing waited for
+        assert seen == [t >= end for t in range(9)] and FakeEvent.waits == []
+    else:  # the GPU never gets ahead on its own: each read waits for the copy 2 steps back, no other
+        assert seen == [t >= end + 2 for t in range(9)] and FakeEvent.waits == list(range(7))
+    assert flags.read(8, wait=True)
 
 
 @pytest.mark.parametrize("bad,message", [
@@ -44,7 +93,7 @@ def test_generate_stops_where_hf_would():
                         graphs=False)
     try:
         ids = torch.randint(3, 900, (2, 4), generator=torch.Generator().manual_seed(5))
-        n = stopping.CHECK_EVERY + 4
+        n = 12
         free = model.generate(ids, max_new_tokens=n, eos_token_id=None).cpu()[:, 4:]  # no EOS: the full length
         assert free.shape == (2, n)
         eos = [int(free[0, 3]), int(free[1, 5])]  # both requests reach an EOS by step 5
@@ -53,8 +102,8 @@ def test_generate_stops_where_hf_would():
         assert max(first) <= 5 and got.shape[1] == max(first) + 1  # trimmed at the last request's EOS
         for r, f in enumerate(first):
             assert torch.equal(got[r, :f + 1], free[r, :f + 1]) and not got[r, f + 1:].any()
-        # the stop flag is read at step CHECK_EVERY - 1: decoding ran that many steps, not n - 1
-        assert model.dak_last.steps == stopping.CHECK_EVERY - 1
+        # decoding ended at the last EOS (on a GPU up to AHEAD steps later), not at n - 1
+        assert max(first) <= model.dak_last.steps <= max(first) + LATE
     finally:
         model.dak_free()
 
@@ -65,7 +114,7 @@ def test_generate_takes_eos_and_pad_from_the_generation_config_as_hf_does():
                         graphs=False)
     try:
         ids = torch.randint(3, 900, (2, 4), generator=torch.Generator().manual_seed(11))
-        n = stopping.CHECK_EVERY + 4  # the stop flag is read at step CHECK_EVERY - 1
+        n = 12
         free = model.generate(ids, max_new_tokens=n, eos_token_id=None).cpu()[:, 4:]
         assert free.shape == (2, n)
         eos = [int(free[0, 2]), int(free[1, 4])]

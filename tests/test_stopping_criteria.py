@@ -42,7 +42,7 @@ def test_a_criterion_sees_hfs_ids_and_stops_the_requests_it_flags(model):
     from transformers.generation.stopping_criteria import StoppingCriteriaList
     ids = torch.randint(3, 900, (3, 5), generator=torch.Generator().manual_seed(2))
     lengths = torch.tensor([5, 2, 4])  # right-padded prompts
-    n = stopping.CHECK_EVERY + 3
+    n = 11
     free = model.generate(ids, max_new_tokens=n, prompt_lengths=lengths, eos_token_id=None).cpu()[:, 5:]
     # stop on request 0's step-2 token and request 1's step-4 token (wherever a row first has one of them)
     crit = LastTokenIs([int(free[0, 2]), int(free[1, 4])])
@@ -73,9 +73,9 @@ def test_a_criterion_sees_hfs_ids_and_stops_the_requests_it_flags(model):
 
 def test_max_time_ends_generation_as_hfs_max_time_criteria(model):
     ids = torch.randint(3, 900, (3, 4), generator=torch.Generator().manual_seed(3))
-    n = stopping.CHECK_EVERY + 1
+    n = 9
     out = model.generate(ids, max_new_tokens=n, eos_token_id=None, max_time=1e-9)
-    assert out.shape[1] == 4 + 1 and model.dak_last.steps == stopping.CHECK_EVERY - 1  # over at once
+    assert out.shape[1] == 4 + 1 and model.dak_last.steps == 0  # over at the first token: no decode step
     assert model.generate(ids, max_new_tokens=n, eos_token_id=None, max_time=3600).shape[1] == 4 + n
     model.generation_config.max_time = 1e-9  # as HF: the config's, when not given
     try:

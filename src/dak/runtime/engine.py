@@ -247,8 +247,10 @@ class Engine:
             prime(self._wrapped)
         bucketed = len(self.kv_caps) > 1
         steps = max_new_tokens - 1
+        if stop is not None and stop.finished(0, wait=True):  # every request ended at its first token
+            steps = 0
         try:
-            for t in range(1, max_new_tokens):
+            for t in range(1, steps + 1):
                 need = ids.shape[1] + t  # the longest request's keys after this step's append
                 if graphs:
                     next(g for cap, g in graphs if cap >= need).replay()

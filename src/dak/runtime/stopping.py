@@ -4,15 +4,19 @@ generate does, around a static decode graph.
 The captured decode step always runs for the whole static batch; stopping happens outside it:
 after each step, a request that has produced an EOS token is marked done and its later tokens
 are replaced by the pad token (HF's convention). Generation ends early once every real request
-is done; that check reads one flag from the GPU, so it runs every `CHECK_EVERY` steps rather
-than each step (a step costs tens of microseconds, a device-to-host read about as much).
+is done. That check never stalls the GPU (DoneFlags): after each step the done mask is copied to
+pinned host memory behind an event, and the host reads the newest copy that has landed, waiting
+only for the one `AHEAD` steps back. So a finished batch runs at most `AHEAD` steps past its end,
+and the host stays at most that far ahead of the GPU, which keeps the next steps queued.
 """
 
 from __future__ import annotations
 
+from collections import deque
+
 import torch
 
-CHECK_EVERY = 8
+AHEAD = 2
 
 
 def token_ids(value, name: str, vocab: int) -> list[int]:
@@ -42,8 +46,8 @@ class EosStop:
     dak.runtime.stop_strings.StopStrings already started; None: none) and at HF stopping criteria,
     all marked on the device as each step is recorded. As in HF, a stopped request's later tokens are `pad_token_id` only
     where EOS ids are given; without them it keeps its tokens and only the early end applies.
-    `every_step`: read whether all are done after every step (a streamer syncs every step anyway,
-    and then sees no step past the end), else every CHECK_EVERY steps. `criteria` (HF's
+    `every_step`: read whether all are done at once after every step (a streamer syncs every step
+    anyway, and then sees no step past the end), else through DoneFlags. `criteria` (HF's
     StoppingCriteria, after `start_criteria`) are called after every step as HF calls them: with
     the (real, prompt + new) ids, prompts left-padded with the pad id, and scores None (HF passes
     scores only with output_scores)."""
@@ -64,6 +68,7 @@ class EosStop:
         self.real = real
         self.strings, self.every_step = strings, every_step
         self.criteria, self.seq, self.width = criteria, None, 0
+        self.flags = None if every_step else DoneFlags(batch, real, self.done.device)
 
     def start_criteria(self, ids: torch.Tensor, plen: list[int], max_new: int) -> None:
         """The ids the criteria see: each real prompt (`ids` right-padded, `plen` long) at the end of
@@ -104,12 +109,13 @@ class EosStop:
             hit |= got.to(hit.device)
         return hit
 
-    def finished(self, t: int) -> bool:
-        """Every real request done? Read from the device only every CHECK_EVERY steps (every step
-        with `every_step`)."""
-        if (t + 1) % CHECK_EVERY and not self.every_step:
-            return False
-        return bool(self.done[:self.real].all())
+    def finished(self, t: int, wait: bool = False) -> bool:
+        """Every real request done, after step t? With `every_step` (or `wait`) read at once; else
+        as far as DoneFlags has seen: at step t, certainly at step t - AHEAD."""
+        if self.flags is None:
+            return bool(self.done[:self.real].all())
+        self.flags.push(t, self.done)
+        return self.flags.read(t, wait)
 
     def length(self, generated: int) -> int:
         """Columns to return: up to the last request's stop once all are done, else `generated`."""
@@ -121,3 +127,42 @@ class EosStop:
         """Per real request, the step it stopped at (EOS or stop string), or None."""
         done, ended = self.done[:self.real].tolist(), self.ended[:self.real].tolist()
         return tuple(e if d else None for d, e in zip(done, ended))
+
+
+class DoneFlags:
+    """Whether every real request is done, read without stalling the GPU. push(t, done) copies the
+    (batch,) done mask after step t into a pinned host slot behind an event; read(t) takes the
+    newest copy that has landed (event.query), and waits (event.synchronize) only for the copies of
+    steps <= t - `ahead`: the host keeps `ahead` steps queued and learns of an end at most `ahead`
+    steps late. On a CPU a copy lands at once: read(t) sees step t. `event`: a factory of objects
+    with record/query/synchronize (torch.cuda.Event on a GPU; a test may pass its own)."""
+
+    def __init__(self, batch: int, real: int, device, ahead: int = AHEAD, event=None):
+        device = torch.device(device)
+        if event is None and device.type == "cuda":
+            event = torch.cuda.Event
+        self.real, self.ahead = real, ahead
+        self.slots = torch.zeros((ahead + 1, batch), dtype=torch.bool, pin_memory=device.type == "cuda")
+        self.events = [event() for _ in range(ahead + 1)] if event is not None else None
+        self.pending = deque()  # (step, slot index) copied, not read yet
+        self.seen = False  # all done, in the newest copy read
+
+    def push(self, t: int, done: torch.Tensor) -> None:
+        i = t % (self.ahead + 1)  # its last step, t - ahead - 1, was read by read(t - 1)
+        self.slots[i].copy_(done, non_blocking=True)
+        if self.events is not None:
+            self.events[i].record()
+        self.pending.append((t, i))
+
+    def read(self, t: int, wait: bool = False) -> bool:
+        newest = None
+        while self.pending:
+            step, i = self.pending[0]
+            if self.events is not None and not self.events[i].query():
+                if step > t - self.ahead and not wait:
+                    break
+                self.events[i].synchronize()
+            newest = self.pending.popleft()[1]
+        if newest is not None:
+            self.seen = bool(self.slots[newest, :self.real].all())
+        return self.seen
