@@ -107,10 +107,13 @@ def test_cli_sampling_flags_reach_the_sampler_and_the_seed_repeats_it(folder, ca
     greedy, how = run()
     assert len(greedy) == 5 and how == {"do_sample": False, "repetition_penalty": 1.0}
     first, how = run("--sample", "--seed", "3")
-    assert how == {"do_sample": True, "temperature": 1.0, "top_k": 50, "top_p": 1.0, "repetition_penalty": 1.0}
+    assert how == {"do_sample": True, "temperature": 1.0, "top_k": 50, "top_p": 1.0, "min_p": 0.0, "typical_p": 1.0,
+                   "epsilon_cutoff": 0.0, "repetition_penalty": 1.0}
     assert run("--sample", "--seed", "3")[0] == first  # the same seed samples the same tokens
-    others = [run("--sample", "--seed", str(s))[0] for s in (4, 5)]
-    assert any(o != first for o in others) and first != greedy  # it does sample (1 in 50^5 to fail by chance)
+    other = run("--sample", "--seed", "4")[0]
+    assert other != first and first != greedy  # it does sample (about 1 in 50^5 to fail by chance)
+    # min-p 1 keeps only the likeliest token: greedy's tokens
+    assert run("--sample", "--seed", "5", "--min-p", "1")[0] == greedy
     # a single candidate token leaves sampling no choice: greedy's tokens, whatever the seed
     ones, how = run("--sample", "--seed", "4", "--top-k", "1", "--temperature", "0.5")
     assert ones == greedy and how["top_k"] == 1 and how["temperature"] == 0.5
@@ -118,6 +121,8 @@ def test_cli_sampling_flags_reach_the_sampler_and_the_seed_repeats_it(folder, ca
     assert tiny_p == greedy and how["top_p"] == 1e-6 and how["top_k"] == 0
     assert main(base[:-1] + ["--sample", "--top-k", "7", "--repetition-penalty", "1.3"]) == 0
     assert "decoding: sampling, temperature 1, top-k 7, top-p 1, repetition penalty 1.3" in capsys.readouterr().out
+    assert main(base[:-1] + ["--sample", "--min-p", "0.05"]) == 0
+    assert "decoding: sampling, temperature 1, top-k 50, top-p 1, min-p 0.05\n" in capsys.readouterr().out
 
 
 def test_cli_chat_wraps_each_prompt_in_the_chat_template(folder, tmp_path, capsys):

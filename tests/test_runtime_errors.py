@@ -219,6 +219,8 @@ def test_cli_generate_runs_and_rejects_bad_input(capsys):
                       (["--sample", "--top-k", "-1"], "--top-k must be an integer >= 0 (0 = off), got -1"),
                       (["--sample", "--top-p", "1.5"], "--top-p must be in (0, 1], got 1.5"),
                       (["--sample", "--top-p", "nan"], "--top-p must be in (0, 1], got nan"),
+                      (["--min-p", "0.1"], "--min-p applies to sampling: add --sample"),
+                      (["--sample", "--min-p", "2"], "--min-p must be in [0, 1], got 2.0"),
                       (["--baseline", "uva", "--stop", "x"], "drop --stop"),
                       (["--baseline", "prefetch", "--policy", "greedy", "--no-graphs"], "drop --policy, --no-graphs"),
                       (["--host-ratio", "5%", "--hbm-budget", "3GiB"], "give --hbm-budget or --host-ratio, not both"),

@@ -258,6 +258,21 @@ def test_repetition_penalty_with_graphs_equals_eager(checkpoints):
     model.dak_free()
 
 
+def test_every_hf_warper_runs_inside_the_decode_graphs(checkpoints):
+    """Temperature, top-p, min-p, typical-p and the epsilon cutoff (HF's own warpers) captured in
+    the decode graphs of every length bucket: with min_p 1 only the likeliest token survives, so the
+    graphed sampled tokens must be the eager greedy ones."""
+    _, path = checkpoints["tiny-llama"]
+    model = dak.offload(path, batch=3, max_len=70, policy="uniform", host_ratio=0.3, dtype=torch.bfloat16, tune=False)
+    ids = torch.randint(3, 40, (3, 5), device="cuda")
+    s = Sampling(do_sample=True, temperature=0.7, top_k=0, top_p=0.9, min_p=1.0, typical_p=0.95, epsilon_cutoff=1e-4)
+    graphed = model.dak_engine.generate(ids, 64, sampling=s).tokens
+    assert model.dak_engine._bucket_graphs.get(s)  # it did run graphed
+    eager = Engine(model, model.dak_kv, graphs=False).generate(ids, 64).tokens
+    assert torch.equal(graphed, eager)
+    model.dak_free()
+
+
 def test_wrapped_copy_chain_gives_the_same_tokens(checkpoints, tmp_path, monkeypatch):
     """$DAK_COPY_WRAP=1 (the chain's first copy queued at the previous step's end), 4 length
     buckets: the same tokens over 150 steps as the plain chain, again on a second call, and

@@ -1,23 +1,28 @@
-"""`dak generate`'s decoding flags: --sample with --temperature, --top-k and --top-p, and
+"""`dak generate`'s decoding flags: --sample with --temperature, --top-k, --top-p and --min-p, and
 --repetition-penalty. Each value is checked as dak.runtime.sampling.Sampling checks it, before
 anything is built. A flag left out is not passed, so generate takes it from the model's
-generation config, else HF's default, as HF's generate does. --temperature, --top-k and --top-p
-need --sample: HF's greedy decoding ignores them, so accepting them there would hide a mistake."""
+generation config, else HF's default, as HF's generate does. --temperature, --top-k, --top-p and
+--min-p need --sample: HF's greedy decoding ignores them, so accepting them there would hide a mistake."""
 
 from __future__ import annotations
 
-SAMPLING_FLAGS = (("--temperature", "temperature", float), ("--top-k", "top_k", int), ("--top-p", "top_p", float))
+SAMPLING_FLAGS = (("--temperature", "temperature", float), ("--top-k", "top_k", int), ("--top-p", "top_p", float),
+                  ("--min-p", "min_p", float))
+SAMPLING_KEYS = ("do_sample", "temperature", "top_k", "top_p", "min_p", "typical_p", "epsilon_cutoff",
+                 "repetition_penalty")
 
 
 def add_arguments(p) -> None:
     p.add_argument("--sample", action="store_true",
                    help="sample instead of greedy decoding (without it: greedy, whatever the model's generation config "
-                        "says), seeded by --seed; temperature, top-k and top-p come from "
-                        "the flags below, else the model's generation config, else HF's defaults (1.0, 50, 1.0)")
+                        "says), seeded by --seed; temperature, top-k, top-p and min-p come from "
+                        "the flags below, else the model's generation config, else HF's defaults (1.0, 50, 1.0, off)")
     p.add_argument("--temperature", default=None, help="sampling temperature, > 0 (needs --sample)")
     p.add_argument("--top-k", default=None, help="sample among the K likeliest tokens; 0 = off (needs --sample)")
     p.add_argument("--top-p", default=None, help="sample among the fewest likeliest tokens whose probabilities reach "
                                                  "P, in (0, 1]; 1 = off (needs --sample)")
+    p.add_argument("--min-p", default=None, help="drop tokens less likely than P x the likeliest one (HF's min_p), in "
+                                                 "[0, 1]; 0 = off (needs --sample)")
     p.add_argument("--repetition-penalty", default=None, help="HF's repetition penalty (1 = off; default: the model's "
                    "generation config, as in HF)")
 
@@ -63,8 +68,7 @@ def decoding_kwargs(args) -> dict:
 
 def applied(sampling) -> dict:
     """The decoding settings a generate call applied (a Sampling), as `--json` reports them."""
-    keys = ("do_sample", "temperature", "top_k", "top_p", "repetition_penalty") if sampling.do_sample else (
-        "do_sample", "repetition_penalty")
+    keys = SAMPLING_KEYS if sampling.do_sample else ("do_sample", "repetition_penalty")
     return {k: getattr(sampling, k) for k in keys}
 
 
@@ -73,5 +77,7 @@ def describe(sampling) -> str:
     d = applied(sampling)
     text = ("sampling, temperature {temperature:g}, top-k {top_k}, top-p {top_p:g}".format(**d)
             if d["do_sample"] else "greedy")
+    off = {"min_p": 0, "typical_p": 1, "epsilon_cutoff": 0}
+    text += "".join(f", {k.replace('_', '-')} {d[k]:g}" for k, v in off.items() if d.get(k, v) != v)
     penalty = d["repetition_penalty"]
     return f"decoding: {text}" + (f", repetition penalty {penalty:g}" if penalty != 1 else "")

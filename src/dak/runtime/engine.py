@@ -3,7 +3,7 @@ dak.runtime.prefill_graphs), then one CUDA graph replayed per decode token.
 
 The decode step is static: a (B,) token buffer in, the cache `lengths` advanced by one inside
 the graph, the HF forward with the "dak" attention, the lm_head, and sampling (greedy argmax,
-or Gumbel-max sampling after temperature/top-k/top-p) writing the next tokens back into the
+or Gumbel-max sampling after HF's logits warpers) writing the next tokens back into the
 same buffer. Kernel configs are planned and compiled by an eager warm-up step before capture
 (dak.runtime.decode_graphs); the warm-up's cache writes sit at position 0, which the prefill
 overwrites. One graph per sampling setting. Without a GPU (Triton interpreter) the same step

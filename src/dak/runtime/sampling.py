@@ -1,8 +1,11 @@
 """Sampling of the next tokens from fp32 logits, capturable (no host sync): greedy argmax, or
-Gumbel-max sampling after temperature / top-k / top-p; HF's repetition penalty before either."""
+Gumbel-max sampling after HF's own logits warpers (temperature, top-k, top-p, min-p, typical-p,
+epsilon cutoff, in the order and on the conditions HF's generate applies them); HF's repetition
+penalty before either."""
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -15,6 +18,9 @@ class Sampling:
     temperature: float = 1.0
     top_k: int = 0
     top_p: float = 1.0
+    min_p: float = 0.0  # HF's MinPLogitsWarper: drop tokens below min_p x the likeliest one's probability
+    typical_p: float = 1.0  # HF's TypicalLogitsWarper (locally typical sampling); 1 = off
+    epsilon_cutoff: float = 0.0  # HF's EpsilonLogitsWarper: drop tokens below this probability; 0 = off
     repetition_penalty: float = 1.0  # HF's: logits of tokens seen (prompt and generated) / p if > 0, * p if < 0
     hold_eos: bool = False  # EOS ids held back (-inf) for requests short of their min_new_tokens (the step's key)
 
@@ -23,8 +29,14 @@ class Sampling:
             raise ValueError(f"temperature must be a positive number, got {self.temperature}")
         if isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 0:
             raise ValueError(f"top_k must be an integer >= 0 (0 = off), got {self.top_k!r}")
-        if not 0 < self.top_p <= 1:
-            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        for name, lo, hi, closed_lo, closed_hi in (("top_p", 0, 1, False, True), ("min_p", 0, 1, True, True),
+                                                   ("typical_p", 0, 1, False, True),
+                                                   ("epsilon_cutoff", 0, 1, True, False)):
+            v = getattr(self, name)
+            if (isinstance(v, bool) or not isinstance(v, (int, float))
+                    or not ((lo <= v if closed_lo else lo < v) and (v <= hi if closed_hi else v < hi))):
+                span = f"{'[' if closed_lo else '('}{lo}, {hi}{']' if closed_hi else ')'}"
+                raise ValueError(f"{name} must be in {span}, got {v!r}")
         p = self.repetition_penalty
         if isinstance(p, bool) or not isinstance(p, (int, float)) or not (p > 0 and math.isfinite(p)):
             raise ValueError(f"repetition_penalty must be a positive number (1.0 = off), got {p!r}")
@@ -65,14 +77,34 @@ def sample(logits: torch.Tensor, s: Sampling, seen: torch.Tensor | None = None) 
         logits = penalize(logits, seen, s.repetition_penalty)
     if not s.do_sample:
         return greedy(logits)
-    logits = logits / s.temperature
-    if s.top_k:
-        kth = logits.topk(min(s.top_k, logits.shape[-1]), dim=-1).values[:, -1:]
-        logits = logits.masked_fill(logits < kth, -math.inf)
-    if s.top_p < 1:
-        srt, idx = logits.sort(dim=-1, descending=True)
-        probs = srt.softmax(-1)
-        drop = probs.cumsum(-1) - probs > s.top_p  # keep the smallest prefix reaching top_p
-        logits = logits.scatter(-1, idx, srt.masked_fill(drop, -math.inf))
     gumbel = -torch.log(-torch.log(torch.rand_like(logits).clamp_(1e-20, 1.0)))
-    return greedy(logits + gumbel)
+    return greedy(warp(logits, s) + gumbel)
+
+
+def warp(logits: torch.Tensor, s: Sampling) -> torch.Tensor:
+    """(B, V) fp32 logits after HF's warpers for `s` (tokens left out at -inf): Gumbel-max over them
+    samples as HF's softmax + multinomial does."""
+    for w in warpers(s):
+        logits = w(None, logits)
+    return logits
+
+
+@functools.lru_cache(maxsize=64)
+def warpers(s: Sampling) -> tuple:
+    """HF's own logits warpers for sampling setting `s`, in the order and on the conditions of HF's
+    GenerationMixin._get_logits_processor (one request a row, so min_tokens_to_keep 1)."""
+    from transformers.generation import logits_process as lp
+    out = []
+    if s.temperature != 1.0:
+        out.append(lp.TemperatureLogitsWarper(float(s.temperature)))
+    if s.top_k != 0:
+        out.append(lp.TopKLogitsWarper(top_k=s.top_k))
+    if s.top_p < 1.0:
+        out.append(lp.TopPLogitsWarper(top_p=float(s.top_p)))
+    if s.min_p > 0:  # HF applies it whenever set; at 0 it drops nothing
+        out.append(lp.MinPLogitsWarper(min_p=float(s.min_p)))
+    if s.typical_p < 1.0:
+        out.append(lp.TypicalLogitsWarper(mass=s.typical_p))
+    if 0.0 < s.epsilon_cutoff < 1.0:
+        out.append(lp.EpsilonLogitsWarper(epsilon=s.epsilon_cutoff))
+    return tuple(out)

@@ -1,0 +1,90 @@
+"""Sampling (dak.runtime.sampling) against HF's generate: the logits HF's own logits processor list
+keeps for a sampling setting, and the distribution dak's Gumbel-max draws from them. CPU."""
+
+import math
+import random
+
+import pytest
+import torch
+
+from dak.runtime.sampling import Sampling, sample, warp
+
+
+@pytest.fixture(scope="module")
+def hf():
+    from runtime_checks import hf_model
+    return hf_model("tiny-llama", layers=1)
+
+
+def hf_kept(hf, s: Sampling, logits: torch.Tensor) -> torch.Tensor:
+    """The logits after the processors HF's generate builds for `s` (its own choice and order)."""
+    from transformers import GenerationConfig
+    gc = GenerationConfig(do_sample=True, temperature=s.temperature, top_k=s.top_k, top_p=s.top_p,
+                          min_p=s.min_p or None, typical_p=s.typical_p, epsilon_cutoff=s.epsilon_cutoff)
+    procs = hf._get_logits_processor(gc, input_ids_seq_length=1, device="cpu")
+    return procs(torch.zeros(logits.shape[0], 1, dtype=torch.long), logits.clone())
+
+
+SETTINGS = [dict(temperature=0.7), dict(top_k=5), dict(top_k=0, top_p=0.8), dict(top_k=0, min_p=0.1),
+            dict(top_k=0, typical_p=0.7), dict(top_k=0, epsilon_cutoff=0.02),
+            dict(temperature=1.3, top_k=20, top_p=0.9, min_p=0.05),
+            dict(temperature=0.5, top_k=0, top_p=0.95, typical_p=0.9, epsilon_cutoff=3e-4)]
+
+
+@pytest.mark.parametrize("kw", SETTINGS, ids=lambda kw: ",".join(f"{k}={v}" for k, v in kw.items()))
+def test_warping_keeps_what_hfs_generate_keeps(hf, kw):
+    s = Sampling(do_sample=True, **kw)
+    seed = random.randrange(2**31)
+    logits = 3 * torch.randn(7, 301, generator=torch.Generator().manual_seed(seed))  # odd vocab, fresh rows
+    want = hf_kept(hf, s, logits)
+    got = warp(logits.clone(), s)
+    assert torch.equal(torch.isinf(got), torch.isinf(want)), (kw, seed)
+    assert (~torch.isinf(got)).sum(-1).min() >= 1
+    if any(k != "temperature" for k in kw):
+        assert torch.isinf(got).any(), (kw, seed)  # each filter drops something here: the check is not vacuous
+    fin = ~torch.isinf(want)
+    torch.testing.assert_close(got[fin], want[fin], rtol=1e-6, atol=1e-6)
+
+
+def test_gumbel_max_draws_from_the_warped_distribution():
+    s = Sampling(do_sample=True, temperature=0.8, top_k=0, top_p=0.9, min_p=0.05)
+    row = torch.randn(1, 40, generator=torch.Generator().manual_seed(random.randrange(2**31))) * 2
+    probs = warp(row.clone(), s).softmax(-1)[0]
+    n = 40000
+    torch.manual_seed(random.randrange(2**31))
+    counts = torch.bincount(sample(row.expand(n, -1).contiguous(), s), minlength=40).double()
+    assert counts[probs == 0].sum() == 0  # never a dropped token
+    live = probs > 0
+    assert live.sum() >= 3
+    # each kept token's frequency within 5 standard deviations of its probability
+    sd = (probs[live] * (1 - probs[live]) / n).sqrt().double()
+    assert ((counts[live] / n - probs[live].double()).abs() <= 5 * sd + 1e-4).all()
+
+
+@pytest.mark.parametrize("bad,message", [
+    (dict(min_p=1.5), r"min_p must be in \[0, 1\]"), (dict(min_p=-0.1), "min_p"),
+    (dict(typical_p=0), r"typical_p must be in \(0, 1\]"), (dict(epsilon_cutoff=1.0), r"epsilon_cutoff .*\[0, 1\)"),
+    (dict(top_p=0), r"top_p must be in \(0, 1\]"), (dict(min_p="0.1"), "min_p"), (dict(typical_p=math.nan), "typical_p"),
+])
+def test_bad_settings_are_refused(bad, message):
+    with pytest.raises(ValueError, match=message):
+        Sampling(do_sample=True, **bad)
+
+
+def test_the_generation_config_gives_min_p_and_friends_as_in_hf():
+    from types import SimpleNamespace
+
+    from transformers import GenerationConfig
+
+    from dak.runtime.generation_config import ignored_settings, sampling_for
+    gc = GenerationConfig(do_sample=True, min_p=0.1, typical_p=0.9, epsilon_cutoff=1e-3, eta_cutoff=1e-3)
+    model = SimpleNamespace(generation_config=gc)
+    s = sampling_for(model)
+    assert (s.min_p, s.typical_p, s.epsilon_cutoff) == (0.1, 0.9, 1e-3)
+    assert sampling_for(model, min_p=0.2).min_p == 0.2
+    assert ignored_settings(gc) == ["eta_cutoff"]  # applied ones are not warned about; eta is not applied
+    greedy = sampling_for(SimpleNamespace(generation_config=GenerationConfig(min_p=0.1)))
+    assert not greedy.do_sample and greedy.min_p == 0.0  # HF's greedy decoding ignores the warpers
+    gc.min_p = 3.0
+    with pytest.raises(ValueError, match="min_p must be in.*generation_config set.*min_p"):
+        sampling_for(model)
