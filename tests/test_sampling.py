@@ -20,15 +20,17 @@ def hf_kept(hf, s: Sampling, logits: torch.Tensor) -> torch.Tensor:
     """The logits after the processors HF's generate builds for `s` (its own choice and order)."""
     from transformers import GenerationConfig
     gc = GenerationConfig(do_sample=True, temperature=s.temperature, top_k=s.top_k, top_p=s.top_p,
-                          min_p=s.min_p or None, typical_p=s.typical_p, epsilon_cutoff=s.epsilon_cutoff)
+                          min_p=s.min_p or None, typical_p=s.typical_p, epsilon_cutoff=s.epsilon_cutoff,
+                          eta_cutoff=s.eta_cutoff)
     procs = hf._get_logits_processor(gc, input_ids_seq_length=1, device="cpu")
     return procs(torch.zeros(logits.shape[0], 1, dtype=torch.long), logits.clone())
 
 
 SETTINGS = [dict(temperature=0.7), dict(top_k=5), dict(top_k=0, top_p=0.8), dict(top_k=0, min_p=0.1),
-            dict(top_k=0, typical_p=0.7), dict(top_k=0, epsilon_cutoff=0.02),
+            dict(top_k=0, typical_p=0.7), dict(top_k=0, epsilon_cutoff=0.02), dict(top_k=0, eta_cutoff=0.02),
             dict(temperature=1.3, top_k=20, top_p=0.9, min_p=0.05),
-            dict(temperature=0.5, top_k=0, top_p=0.95, typical_p=0.9, epsilon_cutoff=3e-4)]
+            dict(temperature=0.5, top_k=0, top_p=0.95, typical_p=0.9, epsilon_cutoff=3e-4),
+            dict(top_k=30, eta_cutoff=0.1)]
 
 
 @pytest.mark.parametrize("kw", SETTINGS, ids=lambda kw: ",".join(f"{k}={v}" for k, v in kw.items()))
@@ -64,6 +66,7 @@ def test_gumbel_max_draws_from_the_warped_distribution():
 @pytest.mark.parametrize("bad,message", [
     (dict(min_p=1.5), r"min_p must be in \[0, 1\]"), (dict(min_p=-0.1), "min_p"),
     (dict(typical_p=0), r"typical_p must be in \(0, 1\]"), (dict(epsilon_cutoff=1.0), r"epsilon_cutoff .*\[0, 1\)"),
+    (dict(eta_cutoff=-0.5), r"eta_cutoff must be in \[0, 1\)"),
     (dict(top_p=0), r"top_p must be in \(0, 1\]"), (dict(min_p="0.1"), "min_p"), (dict(typical_p=math.nan), "typical_p"),
 ])
 def test_bad_settings_are_refused(bad, message):
@@ -77,12 +80,13 @@ def test_the_generation_config_gives_min_p_and_friends_as_in_hf():
     from transformers import GenerationConfig
 
     from dak.runtime.generation_config import ignored_settings, sampling_for
-    gc = GenerationConfig(do_sample=True, min_p=0.1, typical_p=0.9, epsilon_cutoff=1e-3, eta_cutoff=1e-3)
+    gc = GenerationConfig(do_sample=True, min_p=0.1, typical_p=0.9, epsilon_cutoff=1e-3, eta_cutoff=2e-3,
+                          no_repeat_ngram_size=2)
     model = SimpleNamespace(generation_config=gc)
     s = sampling_for(model)
-    assert (s.min_p, s.typical_p, s.epsilon_cutoff) == (0.1, 0.9, 1e-3)
+    assert (s.min_p, s.typical_p, s.epsilon_cutoff, s.eta_cutoff) == (0.1, 0.9, 1e-3, 2e-3)
     assert sampling_for(model, min_p=0.2).min_p == 0.2
-    assert ignored_settings(gc) == ["eta_cutoff"]  # applied ones are not warned about; eta is not applied
+    assert ignored_settings(gc) == ["no_repeat_ngram_size"]  # applied ones are not warned about
     greedy = sampling_for(SimpleNamespace(generation_config=GenerationConfig(min_p=0.1)))
     assert not greedy.do_sample and greedy.min_p == 0.0  # HF's greedy decoding ignores the warpers
     gc.min_p = 3.0

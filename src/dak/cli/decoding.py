@@ -9,7 +9,7 @@ from __future__ import annotations
 SAMPLING_FLAGS = (("--temperature", "temperature", float), ("--top-k", "top_k", int), ("--top-p", "top_p", float),
                   ("--min-p", "min_p", float))
 SAMPLING_KEYS = ("do_sample", "temperature", "top_k", "top_p", "min_p", "typical_p", "epsilon_cutoff",
-                 "repetition_penalty")
+                 "eta_cutoff", "repetition_penalty")
 
 
 def add_arguments(p) -> None:
@@ -77,7 +77,7 @@ def describe(sampling) -> str:
     d = applied(sampling)
     text = ("sampling, temperature {temperature:g}, top-k {top_k}, top-p {top_p:g}".format(**d)
             if d["do_sample"] else "greedy")
-    off = {"min_p": 0, "typical_p": 1, "epsilon_cutoff": 0}
+    off = {"min_p": 0, "typical_p": 1, "epsilon_cutoff": 0, "eta_cutoff": 0}
     text += "".join(f", {k.replace('_', '-')} {d[k]:g}" for k, v in off.items() if d.get(k, v) != v)
     penalty = d["repetition_penalty"]
     return f"decoding: {text}" + (f", repetition penalty {penalty:g}" if penalty != 1 else "")

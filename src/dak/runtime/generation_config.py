@@ -15,7 +15,7 @@ from dak.runtime.stopping import token_ids
 UNSET = object()  # a generate argument not given
 # HF's own defaults where the generation config leaves a setting unset (transformers 5: None there)
 HF_DEFAULTS = {"do_sample": False, "temperature": 1.0, "top_k": 50, "top_p": 1.0, "min_p": 0.0, "typical_p": 1.0,
-               "epsilon_cutoff": 0.0, "repetition_penalty": 1.0}  # min_p None (off) in HF: 0 drops nothing
+               "epsilon_cutoff": 0.0, "eta_cutoff": 0.0, "repetition_penalty": 1.0}  # min_p None (off) in HF: 0 drops nothing
 GREEDY_KEEPS = ("repetition_penalty",)  # what HF applies to greedy decoding too (a logits processor)
 
 
@@ -65,7 +65,7 @@ def warn_ignored(model) -> None:
     if ignored:
         warnings.warn(f"dak: the model's generation config sets {', '.join(ignored)}, which dak's generate does "
                       "not apply (it takes eos/pad ids, do_sample, temperature, top_k, top_p, min_p, typical_p, "
-                      "epsilon_cutoff, repetition_penalty, "
+                      "epsilon_cutoff, eta_cutoff, repetition_penalty, "
                       "min_new_tokens, min_length, stop_strings and max_time from it; 32 new tokens unless max_new_tokens "
                       "is given)",
                       UserWarning, stacklevel=3)
@@ -73,7 +73,7 @@ def warn_ignored(model) -> None:
 
 def sampling_for(model, **given):
     """The Sampling of one generate call: do_sample, temperature, top_k, top_p, min_p, typical_p,
-    epsilon_cutoff, repetition_penalty each as given (arguments left out are not in `given`), else the model's generation config's,
+    epsilon_cutoff, eta_cutoff, repetition_penalty each as given (arguments left out are not in `given`), else the model's generation config's,
     else HF's default (HF_DEFAULTS; top_k 50 as in HF). Greedy calls keep only the repetition
     penalty (so all plain greedy calls share one decode graph), as HF ignores the rest then."""
     from dak.runtime.sampling import Sampling

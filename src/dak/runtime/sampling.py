@@ -1,6 +1,6 @@
 """Sampling of the next tokens from fp32 logits, capturable (no host sync): greedy argmax, or
 Gumbel-max sampling after HF's own logits warpers (temperature, top-k, top-p, min-p, typical-p,
-epsilon cutoff, in the order and on the conditions HF's generate applies them); HF's repetition
+epsilon and eta cutoffs, in the order and on the conditions HF's generate applies them); HF's repetition
 penalty before either."""
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ class Sampling:
     min_p: float = 0.0  # HF's MinPLogitsWarper: drop tokens below min_p x the likeliest one's probability
     typical_p: float = 1.0  # HF's TypicalLogitsWarper (locally typical sampling); 1 = off
     epsilon_cutoff: float = 0.0  # HF's EpsilonLogitsWarper: drop tokens below this probability; 0 = off
+    eta_cutoff: float = 0.0  # HF's EtaLogitsWarper: an epsilon cutoff scaled by the entropy; 0 = off
     repetition_penalty: float = 1.0  # HF's: logits of tokens seen (prompt and generated) / p if > 0, * p if < 0
     hold_eos: bool = False  # EOS ids held back (-inf) for requests short of their min_new_tokens (the step's key)
 
@@ -31,7 +32,8 @@ class Sampling:
             raise ValueError(f"top_k must be an integer >= 0 (0 = off), got {self.top_k!r}")
         for name, lo, hi, closed_lo, closed_hi in (("top_p", 0, 1, False, True), ("min_p", 0, 1, True, True),
                                                    ("typical_p", 0, 1, False, True),
-                                                   ("epsilon_cutoff", 0, 1, True, False)):
+                                                   ("epsilon_cutoff", 0, 1, True, False),
+                                                   ("eta_cutoff", 0, 1, True, False)):
             v = getattr(self, name)
             if (isinstance(v, bool) or not isinstance(v, (int, float))
                     or not ((lo <= v if closed_lo else lo < v) and (v <= hi if closed_hi else v < hi))):
@@ -107,4 +109,22 @@ def warpers(s: Sampling) -> tuple:
         out.append(lp.TypicalLogitsWarper(mass=s.typical_p))
     if 0.0 < s.epsilon_cutoff < 1.0:
         out.append(lp.EpsilonLogitsWarper(epsilon=s.epsilon_cutoff))
+    if 0.0 < s.eta_cutoff < 1.0:
+        out.append(_unchecked(lp.EtaLogitsWarper(epsilon=s.eta_cutoff)))
     return tuple(out)
+
+
+def _unchecked(warper):
+    """`warper` with torch.distributions' argument checks off while it runs: HF's EtaLogitsWarper
+    builds a Categorical, whose check of the logits reads a flag on the host (a sync, which graph
+    capture refuses). The logits are finite or -inf here, which the check would pass."""
+    from torch.distributions import Distribution
+
+    def call(ids, scores):
+        before = Distribution._validate_args
+        Distribution.set_default_validate_args(False)
+        try:
+            return warper(ids, scores)
+        finally:
+            Distribution.set_default_validate_args(before)
+    return call
