@@ -3,6 +3,7 @@ keeps for a sampling setting, and the distribution dak's Gumbel-max draws from t
 
 import math
 import random
+from dataclasses import replace
 
 import pytest
 import torch
@@ -50,7 +51,7 @@ def test_warping_keeps_what_hfs_generate_keeps(hf, kw):
 
 def test_gumbel_max_draws_from_the_warped_distribution():
     s = Sampling(do_sample=True, temperature=0.8, top_k=0, top_p=0.9, min_p=0.05)
-    row = torch.randn(1, 40, generator=torch.Generator().manual_seed(random.randrange(2**31))) * 2
+    row = torch.randn(1, 40, generator=torch.Generator().manual_seed(random.randrange(2**31))) * 0.5  # not peaked
     probs = warp(row.clone(), s).softmax(-1)[0]
     n = 40000
     torch.manual_seed(random.randrange(2**31))
@@ -61,6 +62,34 @@ def test_gumbel_max_draws_from_the_warped_distribution():
     # each kept token's frequency within 5 standard deviations of its probability
     sd = (probs[live] * (1 - probs[live]) / n).sqrt().double()
     assert ((counts[live] / n - probs[live].double()).abs() <= 5 * sd + 1e-4).all()
+
+
+ALL = Sampling(do_sample=True, temperature=0.7, top_k=0, top_p=0.9, min_p=0.02, typical_p=0.95,
+               epsilon_cutoff=1e-4, eta_cutoff=1e-3)
+
+
+@pytest.mark.gpu
+def test_every_warper_is_captured_in_a_cuda_graph():
+    """sample() with every warper captured in a CUDA graph: replayed on fresh fp32 logits, with min_p
+    1 it gives their argmax, and with ALL only tokens warp() keeps."""
+    logits = torch.empty(5, 1000, device="cuda")
+    for s in (replace(ALL, min_p=1.0), ALL):
+        logits.normal_()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            sample(logits, s)  # warm-up outside capture
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out = sample(logits, s)
+        for _ in range(20):
+            logits.copy_(torch.randn(5, 1000, device="cuda") * 3)
+            graph.replay()
+            if s.min_p == 1.0:
+                assert torch.equal(out, logits.argmax(-1))
+            else:
+                assert torch.isfinite(warp(logits.clone(), s).gather(1, out[:, None])).all()
 
 
 @pytest.mark.parametrize("bad,message", [
