@@ -16,7 +16,7 @@ from collections import deque
 
 import torch
 
-AHEAD = 2
+AHEAD = 1  # a decode step (milliseconds) outlasts the host's work to queue the next (well under one)
 
 
 def token_ids(value, name: str, vocab: int) -> list[int]:
@@ -137,8 +137,9 @@ class DoneFlags:
     steps late. On a CPU a copy lands at once: read(t) sees step t. `event`: a factory of objects
     with record/query/synchronize (torch.cuda.Event on a GPU; a test may pass its own)."""
 
-    def __init__(self, batch: int, real: int, device, ahead: int = AHEAD, event=None):
+    def __init__(self, batch: int, real: int, device, ahead: int | None = None, event=None):
         device = torch.device(device)
+        ahead = AHEAD if ahead is None else ahead
         if event is None and device.type == "cuda":
             event = torch.cuda.Event
         self.real, self.ahead = real, ahead
