@@ -8,8 +8,6 @@ from __future__ import annotations
 
 SAMPLING_FLAGS = (("--temperature", "temperature", float), ("--top-k", "top_k", int), ("--top-p", "top_p", float),
                   ("--min-p", "min_p", float))
-SAMPLING_KEYS = ("do_sample", "temperature", "top_k", "top_p", "min_p", "typical_p", "epsilon_cutoff",
-                 "eta_cutoff", "repetition_penalty")
 
 
 def add_arguments(p) -> None:
@@ -68,7 +66,8 @@ def decoding_kwargs(args) -> dict:
 
 def applied(sampling) -> dict:
     """The decoding settings a generate call applied (a Sampling), as `--json` reports them."""
-    keys = SAMPLING_KEYS if sampling.do_sample else ("do_sample", "repetition_penalty")
+    from ..runtime.generation_config import GREEDY_KEEPS, HF_DEFAULTS
+    keys = tuple(HF_DEFAULTS) if sampling.do_sample else ("do_sample",) + GREEDY_KEEPS
     return {k: getattr(sampling, k) for k in keys}
 
 
@@ -77,7 +76,9 @@ def describe(sampling) -> str:
     d = applied(sampling)
     text = ("sampling, temperature {temperature:g}, top-k {top_k}, top-p {top_p:g}".format(**d)
             if d["do_sample"] else "greedy")
-    off = {"min_p": 0, "typical_p": 1, "epsilon_cutoff": 0, "eta_cutoff": 0}
-    text += "".join(f", {k.replace('_', '-')} {d[k]:g}" for k, v in off.items() if d.get(k, v) != v)
+    from ..runtime.generation_config import HF_DEFAULTS
+    shown = ("do_sample", "temperature", "top_k", "top_p", "repetition_penalty")  # the rest only when on
+    text += "".join(f", {k.replace('_', '-')} {d[k]:g}" for k, off in HF_DEFAULTS.items()
+                    if k not in shown and d.get(k, off) != off)
     penalty = d["repetition_penalty"]
     return f"decoding: {text}" + (f", repetition penalty {penalty:g}" if penalty != 1 else "")

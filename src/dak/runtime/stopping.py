@@ -66,7 +66,7 @@ class EosStop:
         self.done[real:] = True  # padding rows of the static batch never hold generation up
         self.ended = torch.zeros(batch, dtype=torch.long, device=device)  # step of each request's stop
         self.real = real
-        self.strings, self.every_step = strings, every_step
+        self.strings = strings
         self.criteria, self.seq, self.width = criteria, None, 0
         self.flags = None if every_step else DoneFlags(batch, real, self.done.device)
 
