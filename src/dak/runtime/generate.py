@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import torch
 
-from dak.runtime.generation_config import UNSET, generation_ids, min_new_for, sampling_for
+from dak.runtime.generation_config import (UNSET, call_config, config_lengths, generation_ids, min_new_for,
+                                           return_sequences, sampling_for)
 from dak.runtime.stop_strings import StopStrings, check_stop_strings
 from dak.runtime.stopping import check_criteria
 
@@ -16,7 +17,8 @@ def generate(self, input_ids: torch.Tensor | None = None, max_new_tokens: int | 
              epsilon_cutoff=UNSET, eta_cutoff=UNSET, repetition_penalty=UNSET,
              prompt_lengths=None, eos_token_id=UNSET, pad_token_id=UNSET, attention_mask=None, streamer=None,
              max_length: int | None = None, inputs: torch.Tensor | None = None, min_new_tokens=UNSET,
-             min_length=UNSET, stop_strings=UNSET, tokenizer=None, stopping_criteria=None, max_time=UNSET, **unused):
+             min_length=UNSET, stop_strings=UNSET, tokenizer=None, stopping_criteria=None, max_time=UNSET,
+             generation_config=None, num_return_sequences=UNSET, **unused):
     """HF-style generate: returns (B, L + new) ids, the prompt followed by max_new_tokens new tokens,
     or fewer when every request reached `eos_token_id` (later tokens of a stopped request are
     `pad_token_id`; none before min_new_tokens / min_length). As in HF, eos_token_id, pad_token_id,
@@ -33,31 +35,47 @@ def generate(self, input_ids: torch.Tensor | None = None, max_new_tokens: int | 
     does, and need the model's `tokenizer` (dak.runtime.stop_strings). `stopping_criteria` (HF's
     StoppingCriteriaList) and `max_time` (seconds; default the generation config's) stop requests as
     in HF: the criteria are called after every step with the ids so far and scores None
-    (dak.runtime.stopping.EosStop)."""
+    (dak.runtime.stopping.EosStop). `generation_config` (HF's GenerationConfig) stands in for the
+    model's for this call, as in HF: its unset settings come from the model's, arguments win over it,
+    and its max_new_tokens or max_length apply; settings dak does not apply are refused.
+    `num_return_sequences` k (sampling only, as in HF) generates k sequences a prompt, returned as
+    rows b * k ... b * k + k - 1, as HF's do; k x prompts must fit the offloaded batch."""
     from dak.runtime.prompts import prompts_from_mask, resolve_lengths
     if unused:
         raise ValueError(f"dak's generate does not support {sorted(unused)}; it takes input_ids (or inputs), "
                          "max_new_tokens (or max_length), min_new_tokens (or min_length), do_sample, temperature, top_k, "
                          "top_p, min_p, typical_p, epsilon_cutoff, eta_cutoff, repetition_penalty, prompt_lengths, attention_mask, eos_token_id, pad_token_id, "
-                         "streamer, stop_strings, tokenizer, stopping_criteria, max_time")
+                         "streamer, stop_strings, tokenizer, stopping_criteria, max_time, generation_config, "
+                         "num_return_sequences")
+    model = call_config(self, generation_config)  # where settings not given come from
+    max_new_tokens, max_length = config_lengths(model, max_new_tokens, max_length)
     input_ids, max_new_tokens = resolve_lengths(input_ids, inputs, max_new_tokens, max_length)
-    eos_token_id, pad_token_id = generation_ids(self, eos_token_id, pad_token_id)
-    min_new = min_new_for(self, input_ids.shape[-1], min_new_tokens, min_length)
+    eos_token_id, pad_token_id = generation_ids(model, eos_token_id, pad_token_id)
+    min_new = min_new_for(model, input_ids.shape[-1], min_new_tokens, min_length)
     given = dict(do_sample=do_sample, temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
                  typical_p=typical_p, epsilon_cutoff=epsilon_cutoff, eta_cutoff=eta_cutoff,
                  repetition_penalty=repetition_penalty)
-    sampling = sampling_for(self, **{k: v for k, v in given.items() if v is not UNSET})
+    sampling = sampling_for(model, **{k: v for k, v in given.items() if v is not UNSET})
     if streamer is not None and not (callable(getattr(streamer, "put", None))
                                      and callable(getattr(streamer, "end", None))):
         raise ValueError(f"streamer must have put(ids) and end() (HF's BaseStreamer), got {type(streamer).__name__}")
     if stop_strings is UNSET:
-        stop_strings = getattr(getattr(self, "generation_config", None), "stop_strings", None)
+        stop_strings = getattr(getattr(model, "generation_config", None), "stop_strings", None)
     strings = check_stop_strings(stop_strings, tokenizer)
     ids, prompt_lengths = prompts_from_mask(input_ids, attention_mask, prompt_lengths)
+    if isinstance(ids, torch.Tensor) and ids.dim() == 2:  # else the engine's checks say what is wrong
+        k = return_sequences(model, num_return_sequences, sampling.do_sample, ids.shape[0], self.dak_engine.batch)
+        if k > 1:  # each prompt k times, in a row (HF's _expand_inputs_for_generation)
+            input_ids, ids = input_ids.repeat_interleave(k, 0), ids.repeat_interleave(k, 0)
+            if prompt_lengths is not None:
+                plen = torch.as_tensor(prompt_lengths).flatten()
+                if plen.numel() != ids.shape[0] // k:
+                    raise ValueError(f"prompt_lengths must be {ids.shape[0] // k} values, one a prompt")
+                prompt_lengths = plen.repeat_interleave(k)
     stops = None if strings is None else StopStrings(strings, tokenizer)
     criteria = check_criteria(stopping_criteria)
     if max_time is UNSET:
-        max_time = getattr(getattr(self, "generation_config", None), "max_time", None)
+        max_time = getattr(getattr(model, "generation_config", None), "max_time", None)
     if max_time is not None:
         if isinstance(max_time, bool) or not isinstance(max_time, (int, float)) or not max_time > 0:
             raise ValueError(f"max_time must be a positive number of seconds (or None), got {max_time!r}")

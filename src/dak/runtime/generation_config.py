@@ -7,8 +7,10 @@ ids). Explicit arguments always win: eos_token_id=None never stops, as in HF.
 
 from __future__ import annotations
 
+import copy
 import os
 import warnings
+from types import SimpleNamespace
 
 from dak.runtime.stopping import token_ids
 
@@ -35,7 +37,7 @@ def read_generation_config(folder: str):
 
 APPLIED = set(HF_DEFAULTS) | {"eos_token_id", "pad_token_id", "bos_token_id", "decoder_start_token_id",
                                "transformers_version", "_from_model_config", "min_new_tokens", "min_length",
-                               "stop_strings", "max_time"}
+                               "stop_strings", "max_time", "num_return_sequences"}
 # settings that do not change which tokens come out (what HF returns, caching, compiling, beam-only
 # options without beams), or values that leave a processor off
 NO_EFFECT = {"use_cache", "cache_implementation", "cache_config", "compile_config", "disable_compile", "low_memory",
@@ -59,16 +61,80 @@ def ignored_settings(gc) -> list[str]:
                   and NEUTRAL.get(k, object()) != v)
 
 
+APPLIED_TEXT = ("eos/pad ids, do_sample, temperature, top_k, top_p, min_p, typical_p, epsilon_cutoff, eta_cutoff, "
+                "repetition_penalty, min_new_tokens, min_length, stop_strings, max_time and num_return_sequences")
+
+
 def warn_ignored(model) -> None:
     """Warn once (at offload) about the generation config's settings dak's generate will not apply."""
     ignored = ignored_settings(getattr(model, "generation_config", None))
     if ignored:
         warnings.warn(f"dak: the model's generation config sets {', '.join(ignored)}, which dak's generate does "
-                      "not apply (it takes eos/pad ids, do_sample, temperature, top_k, top_p, min_p, typical_p, "
-                      "epsilon_cutoff, eta_cutoff, repetition_penalty, "
-                      "min_new_tokens, min_length, stop_strings and max_time from it; 32 new tokens unless max_new_tokens "
+                      f"not apply (it takes {APPLIED_TEXT} from it; 32 new tokens unless max_new_tokens "
                       "is given)",
                       UserWarning, stacklevel=3)
+
+
+LENGTHS = ("max_new_tokens", "max_length")  # taken from a config passed to generate, not from the model's
+
+
+def call_config(model, generation_config):
+    """What one generate call reads its defaults from: the model itself, or for HF's
+    `generate(generation_config=...)` a stand-in whose generation config is the given one with the
+    settings it leaves unset (None) taken from the model's, as HF's _prepare_generation_config merges
+    them (arguments still win over both). The given config's own settings that dak does not apply are
+    refused: they are the caller's request, not a checkpoint's default (which is only warned about)."""
+    if generation_config is None:
+        return model
+    from transformers import GenerationConfig
+    if not isinstance(generation_config, GenerationConfig):
+        raise ValueError(f"generation_config must be a transformers GenerationConfig, got "
+                         f"{type(generation_config).__name__}; or pass the settings to generate as arguments")
+    refused = [k for k in ignored_settings(generation_config) if k not in LENGTHS]
+    if refused:
+        raise ValueError(f"the given generation_config sets {', '.join(refused)}, which dak's generate does not "
+                         f"apply: leave them unset (it applies max_new_tokens, max_length, {APPLIED_TEXT})")
+    gc = copy.deepcopy(generation_config)
+    base = getattr(model, "generation_config", None)
+    for k, v in (base.to_dict() if base is not None else {}).items():  # HF: update(defaults_only=True)
+        if getattr(gc, k, None) is None and k not in LENGTHS:
+            setattr(gc, k, v)
+    return SimpleNamespace(generation_config=gc, config=model.config, dak_gc_name="the given generation_config")
+
+
+def gc_name(model) -> str:
+    """How error messages name where a setting not given came from."""
+    return getattr(model, "dak_gc_name", "the model's generation_config")
+
+
+def config_lengths(model, max_new_tokens, max_length):
+    """(max_new_tokens, max_length) of one generate call: as given, else those of a generation_config
+    passed to it (a call's config; the model's own max_length is not applied: dak's default is 32)."""
+    if max_new_tokens is not None or max_length is not None or not hasattr(model, "dak_gc_name"):
+        return max_new_tokens, max_length
+    gc = model.generation_config
+    if gc.max_new_tokens is not None:
+        return gc.max_new_tokens, None
+    return None, gc.max_length
+
+
+def return_sequences(model, given, do_sample: bool, prompts: int, batch: int) -> int:
+    """HF's num_return_sequences: as given, else the generation config's, else 1; more than 1 needs
+    sampling (HF's rule) and room in the offloaded batch for every copy of every prompt."""
+    where = ""
+    if given is UNSET:
+        given, where = getattr(getattr(model, "generation_config", None), "num_return_sequences", None), \
+            f" ({gc_name(model)})"
+        given = 1 if given is None else given
+    if isinstance(given, bool) or not isinstance(given, int) or given < 1:
+        raise ValueError(f"num_return_sequences{where} must be an integer >= 1, got {given!r}")
+    if given > 1 and not do_sample:
+        raise ValueError(f"num_return_sequences{where} is {given}, but greedy decoding gives one sequence a "
+                         "prompt (as in HF): pass do_sample=True, or num_return_sequences=1")
+    if given * prompts > batch:
+        raise ValueError(f"num_return_sequences{where} {given} x {prompts} prompts = {given * prompts} sequences; "
+                         f"this model was offloaded for batch {batch} (pass batch= to dak.offload to change it)")
+    return given
 
 
 def sampling_for(model, **given):
@@ -94,7 +160,7 @@ def sampling_for(model, **given):
     except ValueError as e:
         if not from_config:
             raise
-        raise ValueError(f"{e} (the model's generation_config set {', '.join(from_config)}: pass them to "
+        raise ValueError(f"{e} ({gc_name(model)} set {', '.join(from_config)}: pass them to "
                          "generate)") from None
 
 
@@ -105,7 +171,7 @@ def min_new_for(model, width: int, min_new_tokens=UNSET, min_length=UNSET) -> in
     gc = getattr(model, "generation_config", None)
     out = 0
     for name, value in (("min_new_tokens", min_new_tokens), ("min_length", min_length)):
-        where = "" if value is not UNSET else " (the model's generation_config)"
+        where = "" if value is not UNSET else f" ({gc_name(model)})"
         value = getattr(gc, name, None) if value is UNSET else value
         if value is None:
             continue
@@ -133,6 +199,6 @@ def generation_ids(model, eos_token_id=UNSET, pad_token_id=UNSET):
             try:
                 token_ids(value, name, vocab)
             except ValueError as e:
-                raise ValueError(f"the model's generation_config.{name}: {e}; pass eos_token_id=None to generate "
+                raise ValueError(f"{gc_name(model)}.{name}: {e}; pass eos_token_id=None to generate "
                                  f"without stopping, or valid ids") from None
     return eos_token_id, pad_token_id
