@@ -123,6 +123,12 @@ def test_cli_sampling_flags_reach_the_sampler_and_the_seed_repeats_it(folder, ca
     assert "decoding: sampling, temperature 1, top-k 7, top-p 1, repetition penalty 1.3" in capsys.readouterr().out
     assert main(base[:-1] + ["--sample", "--min-p", "0.05"]) == 0
     assert "decoding: sampling, temperature 1, top-k 50, top-p 1, min-p 0.05\n" in capsys.readouterr().out
+    # n-grams of 1 token: no new token repeats one before it (prompt included), greedy or sampled
+    for argv in ([], ["--sample", "--seed", "3"]):
+        words, how = run("--no-repeat-ngram-size", "1", *argv)
+        assert how["no_repeat_ngram_size"] == 1 and len(set(words + ["w5", "w6"])) == len(words) + 2, words
+    assert main(base[:-1] + ["--no-repeat-ngram-size", "2"]) == 0
+    assert "decoding: greedy, no-repeat-ngram-size 2\n" in capsys.readouterr().out
 
 
 def test_cli_chat_wraps_each_prompt_in_the_chat_template(folder, tmp_path, capsys):

@@ -225,7 +225,10 @@ def test_cli_generate_runs_and_rejects_bad_input(capsys):
                       (["--baseline", "prefetch", "--policy", "greedy", "--no-graphs"], "drop --policy, --no-graphs"),
                       (["--host-ratio", "5%", "--hbm-budget", "3GiB"], "give --hbm-budget or --host-ratio, not both"),
                       (["--repetition-penalty", "0"], "--repetition-penalty must be a positive number"),
-                      (["--repetition-penalty", "lots"], "--repetition-penalty must be a number")):
+                      (["--repetition-penalty", "lots"], "--repetition-penalty must be a number"),
+                      (["--no-repeat-ngram-size", "-1"], "--no-repeat-ngram-size must be an integer >= 0 (0 = off)"),
+                      (["--no-repeat-ngram-size", "2.5"], "--no-repeat-ngram-size must be an integer, got '2.5'"),
+                      (["--baseline", "uva", "--no-repeat-ngram-size", "2"], "drop --no-repeat-ngram-size")):
         assert main(["generate", "--model", "tiny-llama", "--gen-len", "1"] + argv) == 2
         assert msg in capsys.readouterr().err
     # without a GPU an unknown model is still an error (not silently replaced by tiny-llama)

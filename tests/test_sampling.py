@@ -110,12 +110,12 @@ def test_the_generation_config_gives_min_p_and_friends_as_in_hf():
 
     from dak.runtime.generation_config import ignored_settings, sampling_for
     gc = GenerationConfig(do_sample=True, min_p=0.1, typical_p=0.9, epsilon_cutoff=1e-3, eta_cutoff=2e-3,
-                          no_repeat_ngram_size=2)
+                          num_beams=2)
     model = SimpleNamespace(generation_config=gc)
     s = sampling_for(model)
     assert (s.min_p, s.typical_p, s.epsilon_cutoff, s.eta_cutoff) == (0.1, 0.9, 1e-3, 2e-3)
     assert sampling_for(model, min_p=0.2).min_p == 0.2
-    assert ignored_settings(gc) == ["no_repeat_ngram_size"]  # applied ones are not warned about
+    assert ignored_settings(gc) == ["num_beams"]  # applied ones are not warned about
     greedy = sampling_for(SimpleNamespace(generation_config=GenerationConfig(min_p=0.1)))
     assert not greedy.do_sample and greedy.min_p == 0.0  # HF's greedy decoding ignores the warpers
     gc.min_p = 3.0

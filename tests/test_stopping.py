@@ -149,9 +149,9 @@ def test_a_checkpoints_generation_config_json_is_loaded(tmp_path):
         model.dak_free()
     # settings dak's generate does not apply are named once, when the model is offloaded
     cfg = json.loads((tmp_path / "generation_config.json").read_text())
-    cfg.update(max_length=4096, no_repeat_ngram_size=3, repetition_penalty=1.1, top_p=0.9)
+    cfg.update(max_length=4096, num_beams=3, no_repeat_ngram_size=3, repetition_penalty=1.1, top_p=0.9)
     (tmp_path / "generation_config.json").write_text(json.dumps(cfg))
-    with pytest.warns(UserWarning, match=r"sets max_length, no_repeat_ngram_size, which dak's generate does not"):
+    with pytest.warns(UserWarning, match=r"sets max_length, num_beams, which dak's generate does not"):
         model = dak.offload(str(tmp_path), batch=1, max_len=8, policy="uniform", host_ratio=0.5, dtype=torch.float16, tune=False,
                             graphs=False)
     model.dak_free()

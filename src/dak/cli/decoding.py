@@ -1,5 +1,5 @@
 """`dak generate`'s decoding flags: --sample with --temperature, --top-k, --top-p and --min-p, and
---repetition-penalty. Each value is checked as dak.runtime.sampling.Sampling checks it, before
+--repetition-penalty and --no-repeat-ngram-size. Each value is checked as dak.runtime.sampling.Sampling checks it, before
 anything is built. A flag left out is not passed, so generate takes it from the model's
 generation config, else HF's default, as HF's generate does. --temperature, --top-k, --top-p and
 --min-p need --sample: HF's greedy decoding ignores them, so accepting them there would hide a mistake."""
@@ -23,13 +23,16 @@ def add_arguments(p) -> None:
                                                  "[0, 1]; 0 = off (needs --sample)")
     p.add_argument("--repetition-penalty", default=None, help="HF's repetition penalty (1 = off; default: the model's "
                    "generation config, as in HF)")
+    p.add_argument("--no-repeat-ngram-size", default=None, metavar="N", help="never repeat an n-gram of N tokens "
+                   "(prompt included, HF's no_repeat_ngram_size; 0 = off; default: the model's generation config)")
 
 
 def given_flags(args) -> list[str]:
     """The decoding flags on the command line (for the commands that take none of them)."""
     named = [flag for flag, name, _ in SAMPLING_FLAGS if getattr(args, name) is not None]
     return (["--sample"] if args.sample else []) + named + (
-        ["--repetition-penalty"] if args.repetition_penalty is not None else [])
+        ["--repetition-penalty"] if args.repetition_penalty is not None else []) + (
+        ["--no-repeat-ngram-size"] if args.no_repeat_ngram_size is not None else [])
 
 
 def _number(flag: str, text: str, kind):
@@ -61,6 +64,12 @@ def decoding_kwargs(args) -> dict:
     except ValueError as e:  # "top_k must be ..." -> "--top-k must be ..."
         name, rest = str(e).split(" ", 1)
         raise ValueError(f"--{name.replace('_', '-')} {rest}") from None
+    if args.no_repeat_ngram_size is not None:  # a token rule (dak.runtime.processors), beside the Sampling
+        from .plan import _int
+        n = _int("--no-repeat-ngram-size", args.no_repeat_ngram_size)
+        if n < 0:
+            raise ValueError(f"--no-repeat-ngram-size must be an integer >= 0 (0 = off), got {n}")
+        out["no_repeat_ngram_size"] = n
     return out
 
 
@@ -68,7 +77,8 @@ def applied(sampling) -> dict:
     """The decoding settings a generate call applied (a Sampling), as `--json` reports them."""
     from ..runtime.generation_config import GREEDY_KEEPS, HF_DEFAULTS
     keys = tuple(HF_DEFAULTS) if sampling.do_sample else ("do_sample",) + GREEDY_KEEPS
-    return {k: getattr(sampling, k) for k in keys}
+    rules = {} if sampling.rules is None else sampling.rules.report()
+    return {**{k: getattr(sampling, k) for k in keys}, **rules}
 
 
 def describe(sampling) -> str:
@@ -81,4 +91,6 @@ def describe(sampling) -> str:
     text += "".join(f", {k.replace('_', '-')} {d[k]:g}" for k, off in HF_DEFAULTS.items()
                     if k not in shown and d.get(k, off) != off)
     penalty = d["repetition_penalty"]
-    return f"decoding: {text}" + (f", repetition penalty {penalty:g}" if penalty != 1 else "")
+    rules = "" if sampling.rules is None else "".join(
+        f", {k.replace('_', '-')} {v}" for k, v in sampling.rules.report().items())
+    return f"decoding: {text}" + (f", repetition penalty {penalty:g}" if penalty != 1 else "") + rules

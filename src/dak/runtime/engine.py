@@ -80,6 +80,8 @@ class Engine:
         self.seen: torch.Tensor | None = None  # (batch, V + 1) tokens seen, for a repetition penalty
         self.eos_ids: torch.Tensor | None = None  # (V,) bool: the EOS ids min_new_tokens holds back
         self.min_until: torch.Tensor | None = None  # (batch,) cache length from which a request may end
+        self.history: torch.Tensor | None = None  # (batch, max_len) each request's ids, for token rules
+        self._rules: dict = {}  # Rules -> RuleState (dak.runtime.processors)
         self._graphs: dict[Sampling, torch.cuda.CUDAGraph] = {}  # the full-length graph
         self.kv_caps = kv_bucket_caps(kv.max_len, kv_buckets)
         if not isinstance(kv_ahead, bool):
@@ -122,8 +124,11 @@ class Engine:
         self.logits.copy_(out)  # one conversion into the static fp32 buffer, sampled from there
         self._take(sample(self._held(self.logits, s), s, self.seen), s)
 
-    def _held(self, logits: torch.Tensor, s: Sampling) -> torch.Tensor:
-        """The logits with the EOS ids at -inf for requests whose cache is shorter than min_until."""
+    def _held(self, logits: torch.Tensor, s: Sampling, first: bool = False) -> torch.Tensor:
+        """The logits after the token rules (`first`: for the first new token), with the EOS ids at
+        -inf for requests whose cache is shorter than min_until."""
+        if s.rules is not None:
+            logits = self._rules[s.rules].apply(logits, self.history, self.kv.lengths, first)
         return hold_eos(logits, self.eos_ids, self.kv.lengths < self.min_until) if s.hold_eos else logits
 
     def _take(self, tok: torch.Tensor, s: Sampling) -> None:
@@ -131,6 +136,8 @@ class Engine:
         self.tok.copy_(tok)
         if s.repetition_penalty != 1:
             self.seen.scatter_(1, self.tok.unsqueeze(1), True)
+        if s.rules is not None and s.rules.needs_history:  # at its position: after the request's tokens so far
+            self.history.scatter_(1, self.kv.lengths.long().unsqueeze(1), self.tok.unsqueeze(1))
 
     def _mark_prompts(self, ids: torch.Tensor, plen: torch.Tensor) -> None:
         """Start the tokens seen from each right-padded prompt's own tokens (as HF, which leaves a
@@ -149,6 +156,11 @@ class Engine:
         if s.hold_eos and self.eos_ids is None:
             self.eos_ids = torch.zeros(v, dtype=torch.bool, device=self.device)
             self.min_until = torch.zeros(self.batch, dtype=torch.int32, device=self.device)
+        if s.rules is not None and s.rules not in self._rules:
+            from dak.runtime.processors import RuleState
+            self._rules[s.rules] = RuleState(s.rules, v, self.device)
+        if s.rules is not None and s.rules.needs_history and self.history is None:
+            self.history = torch.zeros(self.batch, self.kv.max_len, dtype=torch.long, device=self.device)
         if s in self._graphs or not self.graphs:
             return
         graphs = capture_decode(self, s)
@@ -238,7 +250,10 @@ class Engine:
         t0 = time.perf_counter()
         if sampling.repetition_penalty != 1:
             self._mark_prompts(ids, plen)
-        self._take(sample(self._held(self.prefill(ids, plen), sampling), sampling, self.seen), sampling)
+        if sampling.rules is not None and sampling.rules.needs_history:
+            self.history[:, :ids.shape[1]] = ids  # right-padded: a row's pads are overwritten by its new tokens
+        logits = self._held(self.prefill(ids, plen), sampling, first=True)
+        self._take(sample(logits, sampling, self.seen), sampling)
         self._record(out, 0, stop, on_token, b)
         self._sync()
         t1 = time.perf_counter()

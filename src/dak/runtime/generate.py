@@ -4,10 +4,12 @@ generation config (dak.runtime.generation_config); the work done by the engine (
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 
-from dak.runtime.generation_config import (UNSET, call_config, config_lengths, generation_ids, min_new_for,
-                                           return_sequences, sampling_for)
+from dak.runtime.generation_config import (RULES, UNSET, call_config, config_lengths, generation_ids,
+                                           min_new_for, return_sequences, rules_for, sampling_for)
 from dak.runtime.stop_strings import StopStrings, check_stop_strings
 from dak.runtime.stopping import check_criteria
 
@@ -18,7 +20,7 @@ def generate(self, input_ids: torch.Tensor | None = None, max_new_tokens: int | 
              prompt_lengths=None, eos_token_id=UNSET, pad_token_id=UNSET, attention_mask=None, streamer=None,
              max_length: int | None = None, inputs: torch.Tensor | None = None, min_new_tokens=UNSET,
              min_length=UNSET, stop_strings=UNSET, tokenizer=None, stopping_criteria=None, max_time=UNSET,
-             generation_config=None, num_return_sequences=UNSET, **unused):
+             generation_config=None, num_return_sequences=UNSET, **more):
     """HF-style generate: returns (B, L + new) ids, the prompt followed by max_new_tokens new tokens,
     or fewer when every request reached `eos_token_id` (later tokens of a stopped request are
     `pad_token_id`; none before min_new_tokens / min_length). As in HF, eos_token_id, pad_token_id,
@@ -39,14 +41,19 @@ def generate(self, input_ids: torch.Tensor | None = None, max_new_tokens: int | 
     model's for this call, as in HF: its unset settings come from the model's, arguments win over it,
     and its max_new_tokens or max_length apply; settings dak does not apply are refused.
     `num_return_sequences` k (sampling only, as in HF) generates k sequences a prompt, returned as
-    rows b * k ... b * k + k - 1, as HF's do; k x prompts must fit the offloaded batch."""
+    rows b * k ... b * k + k - 1, as HF's do; k x prompts must fit the offloaded batch.
+    HF's token rules no_repeat_ngram_size, bad_words_ids, sequence_bias, suppress_tokens and
+    begin_suppress_tokens (keywords; default the generation config's) apply inside the decode graph
+    (dak.runtime.processors), to greedy and sampled decoding alike, as in HF."""
     from dak.runtime.prompts import prompts_from_mask, resolve_lengths
+    rules = {k: more.pop(k) for k in RULES if k in more}
+    unused = more
     if unused:
         raise ValueError(f"dak's generate does not support {sorted(unused)}; it takes input_ids (or inputs), "
                          "max_new_tokens (or max_length), min_new_tokens (or min_length), do_sample, temperature, top_k, "
                          "top_p, min_p, typical_p, epsilon_cutoff, eta_cutoff, repetition_penalty, prompt_lengths, attention_mask, eos_token_id, pad_token_id, "
                          "streamer, stop_strings, tokenizer, stopping_criteria, max_time, generation_config, "
-                         "num_return_sequences")
+                         "num_return_sequences, " + ", ".join(RULES))
     model = call_config(self, generation_config)  # where settings not given come from
     max_new_tokens, max_length = config_lengths(model, max_new_tokens, max_length)
     input_ids, max_new_tokens = resolve_lengths(input_ids, inputs, max_new_tokens, max_length)
@@ -56,6 +63,7 @@ def generate(self, input_ids: torch.Tensor | None = None, max_new_tokens: int | 
                  typical_p=typical_p, epsilon_cutoff=epsilon_cutoff, eta_cutoff=eta_cutoff,
                  repetition_penalty=repetition_penalty)
     sampling = sampling_for(model, **{k: v for k, v in given.items() if v is not UNSET})
+    sampling = replace(sampling, rules=rules_for(model, eos_token_id, **rules))
     if streamer is not None and not (callable(getattr(streamer, "put", None))
                                      and callable(getattr(streamer, "end", None))):
         raise ValueError(f"streamer must have put(ids) and end() (HF's BaseStreamer), got {type(streamer).__name__}")

@@ -15,6 +15,7 @@ from types import SimpleNamespace
 from dak.runtime.stopping import token_ids
 
 UNSET = object()  # a generate argument not given
+RULES = ("no_repeat_ngram_size", "bad_words_ids", "sequence_bias", "suppress_tokens", "begin_suppress_tokens")
 # HF's own defaults where the generation config leaves a setting unset (transformers 5: None there)
 HF_DEFAULTS = {"do_sample": False, "temperature": 1.0, "top_k": 50, "top_p": 1.0, "min_p": 0.0, "typical_p": 1.0,
                "epsilon_cutoff": 0.0, "eta_cutoff": 0.0, "repetition_penalty": 1.0}  # min_p None (off) in HF: 0 drops nothing
@@ -37,7 +38,7 @@ def read_generation_config(folder: str):
 
 APPLIED = set(HF_DEFAULTS) | {"eos_token_id", "pad_token_id", "bos_token_id", "decoder_start_token_id",
                                "transformers_version", "_from_model_config", "min_new_tokens", "min_length",
-                               "stop_strings", "max_time", "num_return_sequences"}
+                               "stop_strings", "max_time", "num_return_sequences"} | set(RULES)
 # settings that do not change which tokens come out (what HF returns, caching, compiling, beam-only
 # options without beams), or values that leave a processor off
 NO_EFFECT = {"use_cache", "cache_implementation", "cache_config", "compile_config", "disable_compile", "low_memory",
@@ -62,7 +63,8 @@ def ignored_settings(gc) -> list[str]:
 
 
 APPLIED_TEXT = ("eos/pad ids, do_sample, temperature, top_k, top_p, min_p, typical_p, epsilon_cutoff, eta_cutoff, "
-                "repetition_penalty, min_new_tokens, min_length, stop_strings, max_time and num_return_sequences")
+                "repetition_penalty, no_repeat_ngram_size, bad_words_ids, sequence_bias, suppress_tokens, "
+                "begin_suppress_tokens, min_new_tokens, min_length, stop_strings, max_time and num_return_sequences")
 
 
 def warn_ignored(model) -> None:
@@ -162,6 +164,22 @@ def sampling_for(model, **given):
             raise
         raise ValueError(f"{e} ({gc_name(model)} set {', '.join(from_config)}: pass them to "
                          "generate)") from None
+
+
+def rules_for(model, eos_token_id, **given):
+    """The token rules (dak.runtime.processors.Rules, or None) of one generate call: each of RULES
+    as given (arguments left out are not in `given`), else the generation config's."""
+    from dak.runtime.processors import token_rules
+    gc = getattr(model, "generation_config", None)
+    args, from_config = {}, []
+    for name in RULES:
+        value = given.get(name, UNSET)
+        if value is UNSET:
+            value = getattr(gc, name, None)
+            from_config += [name] if value is not None else []
+        args[name] = value
+    where = f" ({gc_name(model)} set {', '.join(from_config)})" if from_config else ""
+    return token_rules(model.config.vocab_size, eos_token_id, where=where, **args)
 
 
 def min_new_for(model, width: int, min_new_tokens=UNSET, min_length=UNSET) -> int:

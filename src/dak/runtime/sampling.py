@@ -24,6 +24,7 @@ class Sampling:
     eta_cutoff: float = 0.0  # HF's EtaLogitsWarper: an epsilon cutoff scaled by the entropy; 0 = off
     repetition_penalty: float = 1.0  # HF's: logits of tokens seen (prompt and generated) / p if > 0, * p if < 0
     hold_eos: bool = False  # EOS ids held back (-inf) for requests short of their min_new_tokens (the step's key)
+    rules: object = None  # dak.runtime.processors.Rules: n-gram, bad-word, bias and suppress rules (None: off)
 
     def __post_init__(self):
         if not (self.temperature > 0 and math.isfinite(self.temperature)):
