@@ -18,6 +18,14 @@ def hf_model(family: str, layers: int = 2):
     return model.to(DTYPE).eval()
 
 
+def saved_model(tmp_path_factory, family: str = "tiny-llama"):
+    """(HF model, its safetensors checkpoint folder) of hf_model(family)."""
+    hf = hf_model(family)
+    path = tmp_path_factory.mktemp(family)
+    hf.save_pretrained(path)
+    return hf, str(path)
+
+
 def make_checkpoints(tmp_path_factory):
     out = {}
     for fam in ("tiny-llama", "tiny-opt", "tiny-qwen2", "tiny-mistral"):

@@ -12,7 +12,7 @@ if not torch.cuda.is_available():
 import dak  # noqa: E402
 from dak.runtime.generation_config import sampling_for  # noqa: E402
 from dak.runtime.sampling import Sampling, sample  # noqa: E402
-from runtime_checks import DTYPE, PROMPT, hf_model, tie_tolerance  # noqa: E402
+from runtime_checks import DTYPE, PROMPT, saved_model, tie_tolerance  # noqa: E402
 
 
 def hf_penalized(logits: torch.Tensor, rows: list[torch.Tensor], penalty: float) -> torch.Tensor:
@@ -49,10 +49,7 @@ def test_bad_penalties_are_refused(bad):
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-    hf = hf_model("tiny-llama")
-    path = tmp_path_factory.mktemp("tiny-llama-rp")
-    hf.save_pretrained(path)
-    return hf, str(path)
+    return saved_model(tmp_path_factory)
 
 
 def test_generate_applies_hfs_penalty_to_prompt_and_new_tokens(tiny):

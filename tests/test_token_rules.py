@@ -13,7 +13,7 @@ if not torch.cuda.is_available():
 
 import dak  # noqa: E402
 from dak.runtime.processors import RuleState, token_rules  # noqa: E402
-from runtime_checks import DTYPE, PROMPT, hf_model, tie_tolerance  # noqa: E402
+from runtime_checks import DTYPE, PROMPT, saved_model, tie_tolerance  # noqa: E402
 
 
 def hf_processed(ids: torch.Tensor, logits: torch.Tensor, eos=None, **kw) -> torch.Tensor:
@@ -96,10 +96,7 @@ def test_bad_words_leave_eos_alone_and_no_rule_is_none():
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-    hf = hf_model("tiny-llama")
-    path = tmp_path_factory.mktemp("tiny-llama-rules")
-    hf.save_pretrained(path)
-    return hf, str(path)
+    return saved_model(tmp_path_factory)
 
 
 def test_generate_applies_hfs_rules_at_every_step(tiny):
