@@ -108,7 +108,7 @@ def test_cli_sampling_flags_reach_the_sampler_and_the_seed_repeats_it(folder, ca
     assert len(greedy) == 5 and how == {"do_sample": False, "repetition_penalty": 1.0}
     first, how = run("--sample", "--seed", "3")
     assert how == {"do_sample": True, "temperature": 1.0, "top_k": 50, "top_p": 1.0, "min_p": 0.0, "typical_p": 1.0,
-                   "epsilon_cutoff": 0.0, "eta_cutoff": 0.0, "repetition_penalty": 1.0}
+                   "epsilon_cutoff": 0.0, "eta_cutoff": 0.0, "top_h": None, "repetition_penalty": 1.0}
     assert run("--sample", "--seed", "3")[0] == first  # the same seed samples the same tokens
     other = run("--sample", "--seed", "4")[0]
     assert other != first and first != greedy  # it does sample (about 1 in 50^5 to fail by chance)

@@ -266,7 +266,7 @@ def test_every_hf_warper_runs_inside_the_decode_graphs(checkpoints):
     model = dak.offload(path, batch=3, max_len=70, policy="uniform", host_ratio=0.3, dtype=torch.bfloat16, tune=False)
     ids = torch.randint(3, 40, (3, 5), device="cuda")
     s = Sampling(do_sample=True, temperature=0.7, top_k=0, top_p=0.9, min_p=0.05, typical_p=0.95, epsilon_cutoff=1e-4,
-                 eta_cutoff=1e-3)
+                 eta_cutoff=1e-3, top_h=0.95)
     toks = model.dak_engine.generate(ids, 64, sampling=s).tokens
     assert model.dak_engine._bucket_graphs.get(s)  # it ran graphed
     assert toks.shape == (3, 64) and ((toks >= 0) & (toks < model.config.vocab_size)).all()

@@ -22,7 +22,7 @@ def hf_kept(hf, s: Sampling, logits: torch.Tensor) -> torch.Tensor:
     from transformers import GenerationConfig
     gc = GenerationConfig(do_sample=True, temperature=s.temperature, top_k=s.top_k, top_p=s.top_p,
                           min_p=s.min_p or None, typical_p=s.typical_p, epsilon_cutoff=s.epsilon_cutoff,
-                          eta_cutoff=s.eta_cutoff)
+                          eta_cutoff=s.eta_cutoff, top_h=s.top_h)
     procs = hf._get_logits_processor(gc, input_ids_seq_length=1, device="cpu")
     return procs(torch.zeros(logits.shape[0], 1, dtype=torch.long), logits.clone())
 
@@ -31,7 +31,7 @@ SETTINGS = [dict(temperature=0.7), dict(top_k=5), dict(top_k=0, top_p=0.8), dict
             dict(top_k=0, typical_p=0.7), dict(top_k=0, epsilon_cutoff=0.02), dict(top_k=0, eta_cutoff=0.02),
             dict(temperature=1.3, top_k=20, top_p=0.9, min_p=0.05),
             dict(temperature=0.5, top_k=0, top_p=0.95, typical_p=0.9, epsilon_cutoff=3e-4),
-            dict(top_k=30, eta_cutoff=0.1)]
+            dict(top_k=30, eta_cutoff=0.1), dict(top_k=0, top_h=0.4), dict(temperature=0.8, top_h=0.9, top_p=0.9)]
 
 
 @pytest.mark.parametrize("kw", SETTINGS, ids=lambda kw: ",".join(f"{k}={v}" for k, v in kw.items()))
@@ -65,7 +65,7 @@ def test_gumbel_max_draws_from_the_warped_distribution():
 
 
 ALL = Sampling(do_sample=True, temperature=0.7, top_k=0, top_p=0.9, min_p=0.02, typical_p=0.95,
-               epsilon_cutoff=1e-4, eta_cutoff=1e-3)
+               epsilon_cutoff=1e-4, eta_cutoff=1e-3, top_h=0.95)
 
 
 @pytest.mark.gpu
@@ -97,6 +97,7 @@ def test_every_warper_is_captured_in_a_cuda_graph():
     (dict(typical_p=0), r"typical_p must be in \(0, 1\]"), (dict(epsilon_cutoff=1.0), r"epsilon_cutoff .*\[0, 1\)"),
     (dict(eta_cutoff=-0.5), r"eta_cutoff must be in \[0, 1\)"),
     (dict(top_p=0), r"top_p must be in \(0, 1\]"), (dict(min_p="0.1"), "min_p"), (dict(typical_p=math.nan), "typical_p"),
+    (dict(top_h=0.0), r"top_h must be in \(0, 1\] \(or None: off\), got 0.0"), (dict(top_h=1.5), "top_h"),
 ])
 def test_bad_settings_are_refused(bad, message):
     with pytest.raises(ValueError, match=message):

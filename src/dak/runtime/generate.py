@@ -16,7 +16,7 @@ from dak.runtime.stopping import check_criteria
 
 def generate(self, input_ids: torch.Tensor | None = None, max_new_tokens: int | None = None,
              do_sample=UNSET, temperature=UNSET, top_k=UNSET, top_p=UNSET, min_p=UNSET, typical_p=UNSET,
-             epsilon_cutoff=UNSET, eta_cutoff=UNSET, repetition_penalty=UNSET,
+             epsilon_cutoff=UNSET, eta_cutoff=UNSET, top_h=UNSET, repetition_penalty=UNSET,
              prompt_lengths=None, eos_token_id=UNSET, pad_token_id=UNSET, attention_mask=None, streamer=None,
              max_length: int | None = None, inputs: torch.Tensor | None = None, min_new_tokens=UNSET,
              min_length=UNSET, stop_strings=UNSET, tokenizer=None, stopping_criteria=None, max_time=UNSET,
@@ -25,7 +25,7 @@ def generate(self, input_ids: torch.Tensor | None = None, max_new_tokens: int | 
     or fewer when every request reached `eos_token_id` (later tokens of a stopped request are
     `pad_token_id`; none before min_new_tokens / min_length). As in HF, eos_token_id, pad_token_id,
     min_new_tokens, min_length and the sampling settings (temperature, top_k, top_p, min_p, typical_p,
-    epsilon_cutoff, eta_cutoff: HF's own warpers, dak.runtime.sampling; and the repetition penalty, which greedy
+    epsilon_cutoff, eta_cutoff, top_h: HF's own warpers, dak.runtime.sampling; and the repetition penalty, which greedy
     decoding applies too) not given come from the model's generation_config
     (dak.runtime.generation_config); eos_token_id=None always generates max_new_tokens. A padded
     batch takes `attention_mask` (left or right padding, as a tokenizer returns it) or `prompt_lengths`
@@ -51,7 +51,7 @@ def generate(self, input_ids: torch.Tensor | None = None, max_new_tokens: int | 
     if unused:
         raise ValueError(f"dak's generate does not support {sorted(unused)}; it takes input_ids (or inputs), "
                          "max_new_tokens (or max_length), min_new_tokens (or min_length), do_sample, temperature, top_k, "
-                         "top_p, min_p, typical_p, epsilon_cutoff, eta_cutoff, repetition_penalty, prompt_lengths, attention_mask, eos_token_id, pad_token_id, "
+                         "top_p, min_p, typical_p, epsilon_cutoff, eta_cutoff, top_h, repetition_penalty, prompt_lengths, attention_mask, eos_token_id, pad_token_id, "
                          "streamer, stop_strings, tokenizer, stopping_criteria, max_time, generation_config, "
                          "num_return_sequences, " + ", ".join(RULES))
     model = call_config(self, generation_config)  # where settings not given come from
@@ -60,7 +60,7 @@ def generate(self, input_ids: torch.Tensor | None = None, max_new_tokens: int | 
     eos_token_id, pad_token_id = generation_ids(model, eos_token_id, pad_token_id)
     min_new = min_new_for(model, input_ids.shape[-1], min_new_tokens, min_length)
     given = dict(do_sample=do_sample, temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
-                 typical_p=typical_p, epsilon_cutoff=epsilon_cutoff, eta_cutoff=eta_cutoff,
+                 typical_p=typical_p, epsilon_cutoff=epsilon_cutoff, eta_cutoff=eta_cutoff, top_h=top_h,
                  repetition_penalty=repetition_penalty)
     sampling = sampling_for(model, **{k: v for k, v in given.items() if v is not UNSET})
     sampling = replace(sampling, rules=rules_for(model, eos_token_id, **rules))

@@ -18,7 +18,7 @@ UNSET = object()  # a generate argument not given
 RULES = ("no_repeat_ngram_size", "bad_words_ids", "sequence_bias", "suppress_tokens", "begin_suppress_tokens")
 # HF's own defaults where the generation config leaves a setting unset (transformers 5: None there)
 HF_DEFAULTS = {"do_sample": False, "temperature": 1.0, "top_k": 50, "top_p": 1.0, "min_p": 0.0, "typical_p": 1.0,
-               "epsilon_cutoff": 0.0, "eta_cutoff": 0.0, "repetition_penalty": 1.0}  # min_p None (off) in HF: 0 drops nothing
+               "epsilon_cutoff": 0.0, "eta_cutoff": 0.0, "top_h": None, "repetition_penalty": 1.0}  # min_p None (off) in HF: 0 drops nothing
 GREEDY_KEEPS = ("repetition_penalty",)  # what HF applies to greedy decoding too (a logits processor)
 
 
@@ -62,7 +62,7 @@ def ignored_settings(gc) -> list[str]:
                   and NEUTRAL.get(k, object()) != v)
 
 
-APPLIED_TEXT = ("eos/pad ids, do_sample, temperature, top_k, top_p, min_p, typical_p, epsilon_cutoff, eta_cutoff, "
+APPLIED_TEXT = ("eos/pad ids, do_sample, temperature, top_k, top_p, min_p, typical_p, epsilon_cutoff, eta_cutoff, top_h, "
                 "repetition_penalty, no_repeat_ngram_size, bad_words_ids, sequence_bias, suppress_tokens, "
                 "begin_suppress_tokens, min_new_tokens, min_length, stop_strings, max_time and num_return_sequences")
 

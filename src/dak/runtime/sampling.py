@@ -1,5 +1,5 @@
 """Sampling of the next tokens from fp32 logits, capturable (no host sync): greedy argmax, or
-Gumbel-max sampling after HF's own logits warpers (temperature, top-k, top-p, min-p, typical-p,
+Gumbel-max sampling after HF's own logits warpers (temperature, top-h, top-k, top-p, min-p, typical-p,
 epsilon and eta cutoffs, in the order and on the conditions HF's generate applies them); HF's repetition
 penalty before either."""
 
@@ -22,6 +22,7 @@ class Sampling:
     typical_p: float = 1.0  # HF's TypicalLogitsWarper (locally typical sampling); 1 = off
     epsilon_cutoff: float = 0.0  # HF's EpsilonLogitsWarper: drop tokens below this probability; 0 = off
     eta_cutoff: float = 0.0  # HF's EtaLogitsWarper: an epsilon cutoff scaled by the entropy; 0 = off
+    top_h: float | None = None  # HF's TopHLogitsWarper (entropy-bounded top tokens), in (0, 1]; None = off
     repetition_penalty: float = 1.0  # HF's: logits of tokens seen (prompt and generated) / p if > 0, * p if < 0
     hold_eos: bool = False  # EOS ids held back (-inf) for requests short of their min_new_tokens (the step's key)
     rules: object = None  # dak.runtime.processors.Rules: n-gram, bad-word, bias and suppress rules (None: off)
@@ -40,6 +41,9 @@ class Sampling:
                     or not ((lo <= v if closed_lo else lo < v) and (v <= hi if closed_hi else v < hi))):
                 span = f"{'[' if closed_lo else '('}{lo}, {hi}{']' if closed_hi else ')'}"
                 raise ValueError(f"{name} must be in {span}, got {v!r}")
+        h = self.top_h
+        if h is not None and (isinstance(h, bool) or not isinstance(h, (int, float)) or not 0 < h <= 1):
+            raise ValueError(f"top_h must be in (0, 1] (or None: off), got {h!r}")
         p = self.repetition_penalty
         if isinstance(p, bool) or not isinstance(p, (int, float)) or not (p > 0 and math.isfinite(p)):
             raise ValueError(f"repetition_penalty must be a positive number (1.0 = off), got {p!r}")
@@ -100,6 +104,8 @@ def warpers(s: Sampling) -> tuple:
     out = []
     if s.temperature != 1.0:
         out.append(lp.TemperatureLogitsWarper(float(s.temperature)))
+    if s.top_h is not None:  # HF 4.57+; its Categorical checks its argument: run unchecked
+        out.append(_unchecked(lp.TopHLogitsWarper(top_h=float(s.top_h))))
     if s.top_k != 0:
         out.append(lp.TopKLogitsWarper(top_k=s.top_k))
     if s.top_p < 1.0:
@@ -116,8 +122,8 @@ def warpers(s: Sampling) -> tuple:
 
 
 def _unchecked(warper):
-    """`warper` with torch.distributions' argument checks off while it runs: HF's EtaLogitsWarper
-    builds a Categorical, whose check of the logits reads a flag on the host (a sync, which graph
+    """`warper` with torch.distributions' argument checks off while it runs: HF's Eta and TopH warpers
+    build a Categorical, whose check of the logits reads a flag on the host (a sync, which graph
     capture refuses). The logits are finite or -inf here, which the check would pass."""
     from torch.distributions import Distribution
 
