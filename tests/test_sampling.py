@@ -64,6 +64,49 @@ def test_gumbel_max_draws_from_the_warped_distribution():
     assert ((counts[live] / n - probs[live].double()).abs() <= 5 * sd + 1e-4).all()
 
 
+@pytest.mark.parametrize("kw", [dict(top_k=5), dict(top_k=20, top_p=0.9, min_p=0.05),
+                                dict(temperature=0.7, top_k=50, typical_p=0.8),
+                                dict(top_k=30, eta_cutoff=0.1, epsilon_cutoff=1e-3), dict(top_h=0.8, top_k=40, top_p=0.95)],
+                         ids=lambda kw: ",".join(f"{k}={v}" for k, v in kw.items()))
+def test_top_candidates_hold_what_warp_keeps(kw):
+    """sample()'s draw among the top-k candidates: scattered back into the vocabulary they are
+    warp()'s logits, ties at the k-th logit included (up to top_k of them)."""
+    from dak.runtime.sampling import top_width, warp_top
+    s = Sampling(do_sample=True, **kw)
+    seed = random.randrange(2**31)
+    g = torch.Generator().manual_seed(seed)
+    logits = 3 * torch.randn(6, 4001, generator=g)
+    ranked = s.top_p < 1 or s.typical_p < 1  # which tied tokens these keep is the sort's order: tie-free rows
+    for r in () if ranked else (0, 3):  # rows where tokens past the k-th tie it (HF keeps every one)
+        kth = logits[r].topk(s.top_k).values[-1]
+        below = (logits[r] < kth).nonzero()[:, 0]
+        logits[r, below[torch.randperm(len(below), generator=g)[:s.top_k // 2 + 1]]] = kth
+    width = top_width(s, 4001)
+    assert width == 2 * s.top_k
+    vals, idx = warp_top(logits.clone(), s, width)
+    got = torch.full_like(logits, -math.inf).scatter(1, idx, vals)
+    want = warp(logits.clone(), s)
+    assert torch.equal(torch.isinf(got), torch.isinf(want)), (kw, seed)
+    fin = ~torch.isinf(want)
+    torch.testing.assert_close(got[fin], want[fin], rtol=1e-6, atol=1e-6)
+    if not ranked and not s.eta_cutoff:
+        assert (fin.sum(-1)[[0, 3]] > s.top_k).all()  # the ties are in: the check is not vacuous
+    assert top_width(Sampling(do_sample=True, top_k=300), 4001) == 0  # over 1/8 of the vocabulary: not compacted
+
+
+def test_gumbel_max_over_the_top_candidates_draws_from_the_warped_distribution():
+    s = Sampling(do_sample=True, temperature=0.9, top_k=12, top_p=0.9)
+    row = torch.randn(1, 400, generator=torch.Generator().manual_seed(random.randrange(2**31))) * 0.3
+    probs = warp(row.clone(), s).softmax(-1)[0]
+    n = 40000
+    torch.manual_seed(random.randrange(2**31))
+    counts = torch.bincount(sample(row.expand(n, -1).contiguous(), s), minlength=400).double()
+    assert counts[probs == 0].sum() == 0 and (probs > 0).sum() >= 3
+    live = probs > 0
+    sd = (probs[live] * (1 - probs[live]) / n).sqrt().double()
+    assert ((counts[live] / n - probs[live].double()).abs() <= 5 * sd + 1e-4).all()
+
+
 ALL = Sampling(do_sample=True, temperature=0.7, top_k=0, top_p=0.9, min_p=0.02, typical_p=0.95,
                epsilon_cutoff=1e-4, eta_cutoff=1e-3, top_h=0.95)
 
@@ -71,9 +114,10 @@ ALL = Sampling(do_sample=True, temperature=0.7, top_k=0, top_p=0.9, min_p=0.02, 
 @pytest.mark.gpu
 def test_every_warper_is_captured_in_a_cuda_graph():
     """sample() with every warper captured in a CUDA graph: replayed on fresh fp32 logits, with min_p
-    1 it gives their argmax, and with ALL only tokens warp() keeps."""
+    1 it gives their argmax, and with ALL (and with top-k: the draw among the top candidates) only
+    tokens warp() keeps."""
     logits = torch.empty(5, 1000, device="cuda")
-    for s in (replace(ALL, min_p=1.0), ALL):
+    for s in (replace(ALL, min_p=1.0), ALL, replace(ALL, top_k=20)):
         logits.normal_()
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())

@@ -84,8 +84,40 @@ def sample(logits: torch.Tensor, s: Sampling, seen: torch.Tensor | None = None) 
         logits = penalize(logits, seen, s.repetition_penalty)
     if not s.do_sample:
         return greedy(logits)
-    gumbel = -torch.log(-torch.log(torch.rand_like(logits).clamp_(1e-20, 1.0)))
-    return greedy(warp(logits, s) + gumbel)
+    width = top_width(s, logits.shape[-1])
+    if width:  # draw among the top-k candidates only: no pass of the later warpers over the vocabulary
+        vals, idx = warp_top(logits, s, width)
+        return idx.gather(1, (vals + _gumbel(vals)).argmax(-1, keepdim=True)).squeeze(1)
+    return greedy(warp(logits, s) + _gumbel(logits))
+
+
+def _gumbel(like: torch.Tensor) -> torch.Tensor:
+    return -torch.log(-torch.log(torch.rand_like(like).clamp_(1e-20, 1.0)))
+
+
+def top_width(s: Sampling, vocab: int) -> int:
+    """How many candidates a top-k sample is drawn from (0: the whole vocabulary): 2 x top_k, so that
+    up to top_k tokens tying the k-th logit stay in, where that is at most 1/8 of the vocabulary."""
+    return 2 * s.top_k if s.top_k and 16 * s.top_k <= vocab else 0
+
+
+def warp_top(logits: torch.Tensor, s: Sampling, width: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(values, token ids), each (B, width): the `width` likeliest tokens after HF's warpers that run
+    before top-k (temperature, top-h), then top-k and the later warpers on those candidates only. The
+    tokens top-k drops are -inf, so they weigh nothing in a later warper's softmax: scattered back
+    into the vocabulary (-inf elsewhere) this is warp()'s result, unless more than width - top_k
+    tokens tie the k-th logit (HF keeps every tie; the ties past `width` are left out). Top-p then
+    sorts `width` values a row instead of the vocabulary (Llama-2-7B at batch 512 on an H100: sampling
+    with top-k 50 and top-p 0.9 cost 2.06 ms a decode step over the vocabulary, fifty-third session)."""
+    from transformers.generation.logits_process import TopKLogitsWarper
+    ws = warpers(s)
+    cut = next(i for i, w in enumerate(ws) if isinstance(w, TopKLogitsWarper))
+    for w in ws[:cut]:
+        logits = w(None, logits)
+    vals, idx = logits.topk(width, dim=-1)
+    for w in ws[cut:]:
+        vals = w(None, vals)
+    return vals, idx
 
 
 def warp(logits: torch.Tensor, s: Sampling) -> torch.Tensor:
