@@ -1,8 +1,10 @@
 """What do HF's token rules and sampling cost a decode step? TPOT of greedy `generate` without any,
 with no_repeat_ngram_size 3 (a pass over every request's whole static token history, max_len ids),
 with bad_words_ids (--bad-words sequences of 1-3 tokens), with every rule at once, and sampled (top-k
-50, top-p 0.9) with and without the rules; same model, same run, alternated. All of it runs inside
-the captured decode graphs (dak.runtime.processors), so a difference is the rules' GPU work a step.
+50, top-p 0.9) with and without the rules; and the same sampling with its warpers run over the whole
+vocabulary (`sampled_vocab`: dak.runtime.sampling.top_width forced to 0, as before the fifty-third
+session) against the draw among the top-k candidates. Same model, same run, alternated. All of it runs
+inside the captured decode graphs (dak.runtime.processors), so a difference is the GPU work a step.
 
     PYTHONPATH=src python3 benchmarks/decoding_cost.py --model llama-2-7b --batches 8,512 --max-lens 2048,128 \
         --out cost.json
@@ -24,6 +26,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import metadata, write_json  # noqa: E402
 
 import dak  # noqa: E402
+from dak.runtime import sampling  # noqa: E402
+
+top_width = sampling.top_width
+
+
+def vocab_marker(vocab: int) -> dict:
+    """A token rule that does nothing (a suppressed id past the vocabulary, ignored as in HF) but
+    gives the sampling a decode graph of its own: the one that samples over the whole vocabulary."""
+    return dict(suppress_tokens=[vocab + 5])
 
 
 def kinds(vocab: int, count: int, seed: int) -> dict:
@@ -33,7 +44,8 @@ def kinds(vocab: int, count: int, seed: int) -> dict:
                  suppress_tokens=bad[1][:1], begin_suppress_tokens=bad[2][:1])
     sampled = dict(do_sample=True, top_k=50, top_p=0.9)
     return {"without": {}, "ngram3": dict(no_repeat_ngram_size=3), "bad_words": dict(bad_words_ids=bad),
-            "all_rules": rules, "sampled": sampled, "sampled_all_rules": {**sampled, **rules}}
+            "all_rules": rules, "sampled": sampled, "sampled_vocab": {**sampled, **vocab_marker(vocab)},
+            "sampled_all_rules": {**sampled, **rules}}
 
 
 def main() -> int:
@@ -64,6 +76,8 @@ def main() -> int:
             vocab = model.config.vocab_size
             ids = torch.randint(0, vocab, (batch, plen), generator=torch.Generator().manual_seed(batch))
             runs = kinds(vocab, args.bad_words, batch)
+            marker = tuple(vocab_marker(vocab)["suppress_tokens"])
+            sampling.top_width = lambda s, v: 0 if s.rules is not None and s.rules.suppress == marker else top_width(s, v)
             times = {k: [] for k in runs}
             for kw in runs.values():  # warm: capture each setting's graphs
                 model.generate(ids, max_new_tokens=glen, eos_token_id=None, **kw)
