@@ -49,7 +49,11 @@ def test_one_or_several_prompts_are_decoded_after_their_own_text(folder, capsys)
 
 
 @pytest.mark.parametrize("argv,msg", [(["--batch", "1", "--prompt", "w1", "--prompt", "w2"], "raise --batch"),
-                                      (["--prompt", "w1", "--prompt", ""], "prompt 1 ('') has no tokens")])
+                                      (["--prompt", "w1", "--prompt", ""], "prompt 1 ('') has no tokens"),
+                                      (["--batch", "3", "--prompt", "w1", "--prompt", "w2", "--sample",
+                                        "--num-return-sequences", "2"], "raise --batch to at least 4"),
+                                      (["--prompt", "w1", "--stream", "--sample", "--num-return-sequences", "2"],
+                                       "without --stream")])
 def test_bad_prompts(folder, capsys, argv, msg):
     assert main(["generate", "--model", folder, "--gen-len", "1"] + argv) == 2
     assert msg in capsys.readouterr().err
@@ -129,6 +133,14 @@ def test_cli_sampling_flags_reach_the_sampler_and_the_seed_repeats_it(folder, ca
         assert how["no_repeat_ngram_size"] == 1 and len(set(words + ["w5", "w6"])) == len(words) + 2, words
     assert main(base[:-1] + ["--no-repeat-ngram-size", "2"]) == 0
     assert "decoding: greedy, no-repeat-ngram-size 2\n" in capsys.readouterr().out
+    # two samples of the prompt, each continuing it
+    assert main(base + ["--sample", "--seed", "3", "--num-return-sequences", "2"]) == 0
+    outs = json.loads(capsys.readouterr().out)["outputs"]
+    assert len(outs) == 2 and all(o.split()[:2] == ["w5", "w6"] and len(o.split()) == 7 for o in outs)
+    assert outs[0] != outs[1]  # two 5-token samples alike: about 1 in 50^5
+    assert main(base[:-1] + ["--sample", "--num-return-sequences", "2"]) == 0
+    printed = capsys.readouterr().out
+    assert "output 0.0: w5 w6" in printed and "output 0.1: w5 w6" in printed
 
 
 def test_cli_chat_wraps_each_prompt_in_the_chat_template(folder, tmp_path, capsys):

@@ -228,7 +228,12 @@ def test_cli_generate_runs_and_rejects_bad_input(capsys):
                       (["--repetition-penalty", "lots"], "--repetition-penalty must be a number"),
                       (["--no-repeat-ngram-size", "-1"], "--no-repeat-ngram-size must be an integer >= 0 (0 = off)"),
                       (["--no-repeat-ngram-size", "2.5"], "--no-repeat-ngram-size must be an integer, got '2.5'"),
-                      (["--baseline", "uva", "--no-repeat-ngram-size", "2"], "drop --no-repeat-ngram-size")):
+                      (["--baseline", "uva", "--no-repeat-ngram-size", "2"], "drop --no-repeat-ngram-size"),
+                      (["--num-return-sequences", "2"], "--num-return-sequences samples several outputs a prompt: "
+                                                        "add --sample"),
+                      (["--sample", "--num-return-sequences", "0"], "--num-return-sequences must be an integer >= 1"),
+                      (["--sample", "--num-return-sequences", "2"], "--num-return-sequences prints K outputs of each "
+                                                                    "--prompt: give --prompt")):
         assert main(["generate", "--model", "tiny-llama", "--gen-len", "1"] + argv) == 2
         assert msg in capsys.readouterr().err
     # without a GPU an unknown model is still an error (not silently replaced by tiny-llama)

@@ -23,6 +23,8 @@ def add_arguments(p) -> None:
                                                  "[0, 1]; 0 = off (needs --sample)")
     p.add_argument("--repetition-penalty", default=None, help="HF's repetition penalty (1 = off; default: the model's "
                    "generation config, as in HF)")
+    p.add_argument("--num-return-sequences", default=None, metavar="K", help="sample K outputs of each --prompt "
+                   "(needs --sample; prompts x K must fit --batch)")
     p.add_argument("--no-repeat-ngram-size", default=None, metavar="N", help="never repeat an n-gram of N tokens "
                    "(prompt included, HF's no_repeat_ngram_size; 0 = off; default: the model's generation config)")
 
@@ -32,7 +34,8 @@ def given_flags(args) -> list[str]:
     named = [flag for flag, name, _ in SAMPLING_FLAGS if getattr(args, name) is not None]
     return (["--sample"] if args.sample else []) + named + (
         ["--repetition-penalty"] if args.repetition_penalty is not None else []) + (
-        ["--no-repeat-ngram-size"] if args.no_repeat_ngram_size is not None else [])
+        ["--no-repeat-ngram-size"] if args.no_repeat_ngram_size is not None else []) + (
+        ["--num-return-sequences"] if args.num_return_sequences is not None else [])
 
 
 def _number(flag: str, text: str, kind):
@@ -70,6 +73,12 @@ def decoding_kwargs(args) -> dict:
         if n < 0:
             raise ValueError(f"--no-repeat-ngram-size must be an integer >= 0 (0 = off), got {n}")
         out["no_repeat_ngram_size"] = n
+    if args.num_return_sequences is not None:
+        from .plan import _int
+        if not args.sample:
+            raise ValueError("--num-return-sequences samples several outputs a prompt: add --sample (greedy decoding "
+                             "gives one, as HF's does)")
+        out["num_return_sequences"] = _int("--num-return-sequences", args.num_return_sequences, minimum=1)
     return out
 
 

@@ -109,6 +109,13 @@ def run(args) -> int:
     ratio = None if args.host_ratio is None else parse_ratio(args.host_ratio)
     if args.stream and (args.prompt is None or len(args.prompt) != 1):
         raise ValueError("--stream prints one prompt's text as it comes: give exactly one --prompt")
+    k = decoding.get("num_return_sequences", 1)
+    if k > 1 and (args.prompt is None or args.stream):
+        raise ValueError("--num-return-sequences prints K outputs of each --prompt: give --prompt (a checkpoint "
+                         "folder with a tokenizer), without --stream")
+    if k * len(args.prompt or ()) > batch:
+        raise ValueError(f"{len(args.prompt)} prompt(s) x --num-return-sequences {k} outputs but --batch {batch}: "
+                         f"raise --batch to at least {k * len(args.prompt)}")
     if args.stop is not None and args.prompt is None:
         raise ValueError("--stop matches text, which needs --prompt (a checkpoint folder with a tokenizer)")
     if args.chat and args.prompt is None:
@@ -116,6 +123,8 @@ def run(args) -> int:
                          "tokenizer)")
     tok = None if args.prompt is None else tokenizer(model_name)  # read once: prompts, --stop, streamer, outputs
     ids, lengths = prompt_ids(args.prompt, model_name, batch, plen, seed, chat=args.chat, tok=tok)
+    if k > 1:  # each prompt once: generate copies it K times
+        ids = ids[:len(args.prompt)]
     stop_args = {}
     if args.stop is not None:
         from ..runtime.stop_strings import check_stop_strings
@@ -162,9 +171,9 @@ def run(args) -> int:
                              prompt_lengths=lengths, streamer=streamer(tok) if args.stream else None)
         texts = []
         if args.prompt is not None:
-            ended = model.dak_last.stopped or (None,) * len(args.prompt)
-            for b in range(len(args.prompt)):  # each prompt without its padding, then its new tokens
-                n = plen if lengths is None else int(lengths[b])
+            ended = model.dak_last.stopped or (None,) * (k * len(args.prompt))
+            for b in range(k * len(args.prompt)):  # each prompt without its padding, then its new tokens
+                n = plen if lengths is None else int(lengths[b // k])
                 new = out[b, plen:].tolist() if ended[b] is None else out[b, plen:plen + ended[b] + 1].tolist()
                 texts.append(tok.decode(out[b, :n].tolist() + new, skip_special_tokens=True))
         n = model.dak_engine.kv_ahead_layers if args.kv_ahead else None
@@ -185,7 +194,8 @@ def run(args) -> int:
             print(f"fused projections: {model.dak_fused} q/k/v or gate/up set(s) multiply as one matrix")
         print(describe(model.dak_last.sampling))
         for b, text in enumerate(texts):
-            print(f"output {b}:" if len(texts) > 1 else "output:", text)
+            label = f"output {b // k}.{b % k}:" if k > 1 else f"output {b}:" if len(texts) > 1 else "output:"
+            print(label, text)
     finally:
         model.dak_free()
     return 0
