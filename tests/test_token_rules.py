@@ -35,7 +35,8 @@ def hf_processed(ids: torch.Tensor, logits: torch.Tensor, eos=None, **kw) -> tor
 
 def random_rules(g: torch.Generator, tokens: int) -> dict:
     def seq(lo, hi):
-        return [int(t) for t in torch.randint(0, tokens, (int(torch.randint(lo, hi + 1, (), generator=g)),),
+        # ids from 1: HF 5.17 refuses id 0 in sequence_bias
+        return [int(t) for t in torch.randint(1, tokens, (int(torch.randint(lo, hi + 1, (), generator=g)),),
                                               generator=g)]
     return dict(no_repeat_ngram_size=int(torch.randint(1, 5, (), generator=g)),
                 bad_words_ids=[seq(1, 3) for _ in range(4)],
