@@ -44,23 +44,23 @@ def settings_seen(model):
 def test_a_given_config_stands_in_for_the_models_as_in_hf(model):
     from transformers import GenerationConfig
     ids = prompts(7)
-    free = model.generate(ids, max_new_tokens=6, eos_token_id=None).cpu()
-    assert free.shape == (2, 10)
+    free = model.generate(ids, max_new_tokens=4, eos_token_id=None).cpu()
+    assert free.shape == (2, 8)
     # its max_new_tokens applies; an argument wins over it; its max_length counts the prompt
-    gc = GenerationConfig(max_new_tokens=4)
-    assert torch.equal(model.generate(ids, generation_config=gc, eos_token_id=None).cpu(), free[:, :8])
-    assert model.generate(ids, generation_config=gc, max_new_tokens=2, eos_token_id=None).shape == (2, 6)
-    assert model.generate(ids, generation_config=GenerationConfig(max_length=7), eos_token_id=None).shape == (2, 7)
+    gc = GenerationConfig(max_new_tokens=3)
+    assert torch.equal(model.generate(ids, generation_config=gc, eos_token_id=None).cpu(), free[:, :7])
+    assert model.generate(ids, generation_config=gc, max_new_tokens=1, eos_token_id=None).shape == (2, 5)
+    assert model.generate(ids, generation_config=GenerationConfig(max_length=6), eos_token_id=None).shape == (2, 6)
     # what it leaves unset comes from the model's generation config (here its EOS and pad ids)
-    eos = [int(free[0, 4 + 2]), int(free[1, 4 + 3])]
+    eos = [int(free[0, 4 + 1]), int(free[1, 4 + 2])]
     before = model.generation_config.to_dict()
     model.generation_config.eos_token_id, model.generation_config.pad_token_id = eos, 5
     try:
-        got = model.generate(ids, generation_config=GenerationConfig(max_new_tokens=6)).cpu()
-        assert torch.equal(got, model.generate(ids, max_new_tokens=6, eos_token_id=eos, pad_token_id=5).cpu())
-        assert got.shape[1] < 10 and (got[:, 4:] == 5).any()
+        got = model.generate(ids, generation_config=GenerationConfig(max_new_tokens=4)).cpu()
+        assert torch.equal(got, model.generate(ids, max_new_tokens=4, eos_token_id=eos, pad_token_id=5).cpu())
+        assert got.shape[1] < 8 and (got[:, 4:] == 5).any()
         # its own settings win over the model's (None is HF's "unset" there: given as an argument instead)
-        mine = model.generate(ids, generation_config=GenerationConfig(max_new_tokens=6, pad_token_id=7)).cpu()
+        mine = model.generate(ids, generation_config=GenerationConfig(max_new_tokens=4, pad_token_id=7)).cpu()
         diff = mine != got  # only the pads differ
         assert diff.any() and (got[diff] == 5).all() and (mine[diff] == 7).all()
     finally:
