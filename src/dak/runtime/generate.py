@@ -47,9 +47,8 @@ def generate(self, input_ids: torch.Tensor | None = None, max_new_tokens: int | 
     (dak.runtime.processors), to greedy and sampled decoding alike, as in HF."""
     from dak.runtime.prompts import prompts_from_mask, resolve_lengths
     rules = {k: more.pop(k) for k in RULES if k in more}
-    unused = more
-    if unused:
-        raise ValueError(f"dak's generate does not support {sorted(unused)}; it takes input_ids (or inputs), "
+    if more:
+        raise ValueError(f"dak's generate does not support {sorted(more)}; it takes input_ids (or inputs), "
                          "max_new_tokens (or max_length), min_new_tokens (or min_length), do_sample, temperature, top_k, "
                          "top_p, min_p, typical_p, epsilon_cutoff, eta_cutoff, top_h, repetition_penalty, prompt_lengths, attention_mask, eos_token_id, pad_token_id, "
                          "streamer, stop_strings, tokenizer, stopping_criteria, max_time, generation_config, "

@@ -139,21 +139,28 @@ def return_sequences(model, given, do_sample: bool, prompts: int, batch: int) ->
     return given
 
 
-def sampling_for(model, **given):
-    """The Sampling of one generate call: do_sample, temperature, top_k, top_p, min_p, typical_p,
-    epsilon_cutoff, eta_cutoff, repetition_penalty each as given (arguments left out are not in `given`), else the model's generation config's,
-    else HF's default (HF_DEFAULTS; top_k 50 as in HF). Greedy calls keep only the repetition
-    penalty (so all plain greedy calls share one decode graph), as HF ignores the rest then."""
-    from dak.runtime.sampling import Sampling
+def settings(model, defaults: dict, given: dict) -> tuple[dict, list[str]]:
+    """({name: value}, the names taken from the generation config) for each name of `defaults`: as
+    given, else the model's generation config's (None there is HF's "unset"), else the default."""
     gc = getattr(model, "generation_config", None)
     args, from_config = {}, []
-    for name, default in HF_DEFAULTS.items():
+    for name, default in defaults.items():
         value = given.get(name, UNSET)
         if value is UNSET:
             value = getattr(gc, name, None)
             from_config += [name] if value is not None else []
             value = default if value is None else value
         args[name] = value
+    return args, from_config
+
+
+def sampling_for(model, **given):
+    """The Sampling of one generate call: do_sample, temperature, top_k, top_p, min_p, typical_p,
+    epsilon_cutoff, eta_cutoff, repetition_penalty each as given (arguments left out are not in `given`), else the model's generation config's,
+    else HF's default (HF_DEFAULTS; top_k 50 as in HF). Greedy calls keep only the repetition
+    penalty (so all plain greedy calls share one decode graph), as HF ignores the rest then."""
+    from dak.runtime.sampling import Sampling
+    args, from_config = settings(model, HF_DEFAULTS, given)
     if not args["do_sample"]:
         args = {k: args[k] for k in GREEDY_KEEPS}
         from_config = [k for k in from_config if k in GREEDY_KEEPS]
@@ -170,14 +177,7 @@ def rules_for(model, eos_token_id, **given):
     """The token rules (dak.runtime.processors.Rules, or None) of one generate call: each of RULES
     as given (arguments left out are not in `given`), else the generation config's."""
     from dak.runtime.processors import token_rules
-    gc = getattr(model, "generation_config", None)
-    args, from_config = {}, []
-    for name in RULES:
-        value = given.get(name, UNSET)
-        if value is UNSET:
-            value = getattr(gc, name, None)
-            from_config += [name] if value is not None else []
-        args[name] = value
+    args, from_config = settings(model, dict.fromkeys(RULES), given)
     where = f" ({gc_name(model)} set {', '.join(from_config)})" if from_config else ""
     return token_rules(model.config.vocab_size, eos_token_id, where=where, **args)
 
