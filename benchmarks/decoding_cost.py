@@ -4,7 +4,10 @@ with bad_words_ids (--bad-words sequences of 1-3 tokens), with every rule at onc
 50, top-p 0.9) with and without the rules; and the same sampling with its warpers run over the whole
 vocabulary (`sampled_vocab`: dak.runtime.sampling.top_width forced to 0, as before the fifty-third
 session) against the draw among the top-k candidates. Same model, same run, alternated. All of it runs
-inside the captured decode graphs (dak.runtime.processors), so a difference is the GPU work a step.
+inside the captured decode graphs (dak.runtime.processors), so a difference is the GPU work a step;
+except `host_noop`, a caller's logits_processor that returns its scores: the graph stops at the logits
+and the draw runs eagerly after a host sync (dak.runtime.host_processors), the cost of that path.
+`step_rules`: forced_eos_token_id and remove_invalid_values (fifty-fourth session).
 
     PYTHONPATH=src python3 benchmarks/decoding_cost.py --model llama-2-7b --batches 8,512 --max-lens 2048,128 \
         --out cost.json
@@ -44,7 +47,9 @@ def kinds(vocab: int, count: int, seed: int) -> dict:
                  suppress_tokens=bad[1][:1], begin_suppress_tokens=bad[2][:1])
     sampled = dict(do_sample=True, top_k=50, top_p=0.9)
     return {"without": {}, "ngram3": dict(no_repeat_ngram_size=3), "bad_words": dict(bad_words_ids=bad),
-            "all_rules": rules, "sampled": sampled, "sampled_vocab": {**sampled, **vocab_marker(vocab)},
+            "all_rules": rules, "step_rules": dict(forced_eos_token_id=bad[3][0], remove_invalid_values=True),
+            "host_noop": dict(logits_processor=[lambda ids, scores: scores]),
+            "sampled": sampled, "sampled_vocab": {**sampled, **vocab_marker(vocab)},
             "sampled_all_rules": {**sampled, **rules}}
 
 

@@ -89,7 +89,7 @@ def test_a_given_configs_sampling_settings_apply_and_arguments_win(model):
 
 @pytest.mark.parametrize("bad, message", [
     (dict(num_beams=4), r"the given generation_config sets num_beams, which dak's generate does not apply"),
-    (dict(forced_eos_token_id=3, max_new_tokens=4), r"sets forced_eos_token_id, which"),
+    (dict(guidance_scale=2.0, max_new_tokens=4), r"sets guidance_scale, which"),
     (dict(no_repeat_ngram_size=-2), r"no_repeat_ngram_size must be an integer >= 0 \(0 = off\), got -2 \(the given "
                                     r"generation_config set no_repeat_ngram_size\)"),
     ("dict", r"generation_config must be a transformers GenerationConfig, got dict"),

@@ -1,6 +1,7 @@
 """HF's token-rule processors in dak's generate (dak.runtime.processors): no_repeat_ngram_size,
-bad_words_ids, sequence_bias, suppress_tokens, begin_suppress_tokens, against HF's own processors. CPU
-(the graph capture test on a GPU)."""
+bad_words_ids, sequence_bias, suppress_tokens, begin_suppress_tokens, forced_bos_token_id,
+forced_eos_token_id, remove_invalid_values, exponential_decay_length_penalty, against HF's own
+processors. CPU (the graph capture test on a GPU)."""
 
 import os
 import random
@@ -58,7 +59,8 @@ def test_rules_keep_what_hfs_processors_keep_on_random_histories():
         # its prefix against it (dak does); at 3+ tokens both agree for these 1-3 token sequences
         lengths = torch.randint(3, s + 1, (b,), generator=g)
         logits = 3 * torch.randn(b, v, generator=g)
-        got = RuleState(token_rules(v, eos_token_id=[2], **kw), v, "cpu").apply(logits.clone(), hist, lengths)
+        got = RuleState(token_rules(v, eos_token_id=[2], **kw), v, "cpu").apply(logits.clone(), hist, lengths,
+                                                                                lengths - 2)
         for r in range(b):
             want = hf_processed(hist[r:r + 1, :lengths[r]], logits[r:r + 1].clone(), eos=[2], **kw)[0]
             assert torch.equal(torch.isinf(got[r]), torch.isinf(want)), (seed, trial, r, kw)
@@ -68,13 +70,80 @@ def test_rules_keep_what_hfs_processors_keep_on_random_histories():
     assert moved > 250  # the rules changed most rows: the comparison is not vacuous
 
 
-def test_begin_suppress_applies_to_the_first_new_token_only():
+def hf_late(logits: torch.Tensor, t: int, width: int, final: int, eos, **kw) -> torch.Tensor:
+    """HF's processors that come after its repetition penalty, in HF's order and on its conditions,
+    for one request (1, V) whose input was `width` tokens, at new token t of final + 1."""
+    from transformers.generation import logits_process as lp
+    ids = torch.zeros(1, width + t, dtype=torch.long)  # HF reads only cur_len of them
+    procs = []
+    if kw.get("forced_bos_token_id") is not None:
+        procs.append(lp.ForcedBOSTokenLogitsProcessor(kw["forced_bos_token_id"]))
+    if kw.get("forced_eos_token_id") is not None:
+        procs.append(lp.ForcedEOSTokenLogitsProcessor(width + final + 1, kw["forced_eos_token_id"]))
+    if kw.get("remove_invalid_values"):
+        procs.append(lp.InfNanRemoveLogitsProcessor())
+    if kw.get("exponential_decay_length_penalty"):
+        procs.append(lp.ExponentialDecayLengthPenalty(kw["exponential_decay_length_penalty"], eos, width))
+    if kw.get("suppress_tokens"):
+        procs.append(lp.SuppressTokensLogitsProcessor(kw["suppress_tokens"], device="cpu"))
+    if kw.get("begin_suppress_tokens"):
+        begin = width + int(width == 1 and kw.get("forced_bos_token_id") is not None)
+        procs.append(lp.SuppressTokensAtBeginLogitsProcessor(kw["begin_suppress_tokens"], begin, device="cpu"))
+    for p in procs:
+        logits = p(ids, logits)
+    return logits
+
+
+def test_step_rules_are_hfs_on_random_settings():
+    """forced BOS / EOS, invalid values, the EOS length penalty and the two suppressions at random new-token
+    counts, on logits holding nan and +-inf: dak's `late` gives HF's processors' logits, row by row."""
+    seed = random.randrange(2**31)
+    g = torch.Generator().manual_seed(seed)
+    v, b, final = 30, 12, 6
+    moved = 0
+    for trial in range(30):
+        def pick(p, value):
+            return value if float(torch.rand((), generator=g)) < p else None
+        eos = [int(x) for x in torch.randint(0, v, (int(torch.randint(1, 3, (), generator=g)),), generator=g)]
+        width = int(torch.randint(1, 4, (), generator=g))
+        kw = dict(forced_bos_token_id=pick(0.5, int(torch.randint(0, v, (), generator=g))),
+                  forced_eos_token_id=pick(0.5, [int(torch.randint(0, v, (), generator=g))]),
+                  remove_invalid_values=pick(0.5, True),
+                  exponential_decay_length_penalty=pick(0.7, (int(torch.randint(0, 4, (), generator=g)),
+                                                              float(torch.rand((), generator=g)) * 3 + 0.1)),
+                  suppress_tokens=pick(0.5, [int(torch.randint(0, v, (), generator=g))]),
+                  begin_suppress_tokens=pick(0.5, [int(x) for x in torch.randint(0, v, (2,), generator=g)]))
+        rules = token_rules(v, eos_token_id=eos, width=width, **kw)
+        if rules is None:
+            continue
+        state = RuleState(rules, v, "cpu")
+        state.final.fill_(final)
+        logits = 4 * torch.randn(b, v, generator=g)
+        logits[torch.rand(b, v, generator=g) < 0.08] = float("nan")
+        logits[torch.rand(b, v, generator=g) < 0.08] = float("inf")
+        logits[torch.rand(b, v, generator=g) < 0.15] = -float("inf")
+        t = torch.randint(0, final + 1, (b,), generator=g)
+        got = state.late(logits.clone(), t)
+        for r in range(b):
+            want = hf_late(logits[r:r + 1].clone(), int(t[r]), width, final, eos, **kw)[0]
+            torch.testing.assert_close(got[r], want, rtol=1e-6, atol=1e-6, equal_nan=True,
+                                       msg=lambda m: f"{m} (seed {seed}, trial {trial}, row {r}, t {int(t[r])}, {kw})")
+            moved += int(not torch.equal(want.nan_to_num(7.0), logits[r].nan_to_num(7.0)))
+    assert moved > 150  # most rows changed: the comparison is not vacuous
+
+
+def test_begin_suppress_and_forced_bos_apply_at_their_new_token_only():
     rules = token_rules(10, begin_suppress_tokens=[3, 4, 12])  # 12: outside the vocabulary, ignored as in HF
     state = RuleState(rules, 10, "cpu")
     logits, n = torch.randn(2, 10), torch.tensor([3, 5])
-    first = state.apply(logits.clone(), None, n, first=True)
+    first = state.apply(logits.clone(), None, n, torch.tensor([0, 0]))
     assert torch.isinf(first[:, [3, 4]]).all() and torch.equal(first[:, :3], logits[:, :3])
-    assert torch.equal(state.apply(logits.clone(), None, n), logits)
+    assert torch.equal(state.apply(logits.clone(), None, n, torch.tensor([1, 1])), logits)
+    assert token_rules(10, forced_bos_token_id=5, width=4) is None  # HF forces BOS after a 1-token input only
+    rules = token_rules(10, forced_bos_token_id=5, begin_suppress_tokens=[3], width=1)
+    assert (rules.forced_bos, rules.begin_at) == (5, 1)  # HF moves begin_suppress past the forced BOS
+    out = RuleState(rules, 10, "cpu").late(logits.clone(), torch.tensor([0, 1]))
+    assert int(out[0].argmax()) == 5 and torch.isinf(out[0]).sum() == 9 and torch.isinf(out[1, 3])
 
 
 @pytest.mark.parametrize("kw, message", [
@@ -86,8 +155,16 @@ def test_begin_suppress_applies_to_the_first_new_token_only():
     (dict(sequence_bias=[[[5], 1]]), r"`sequence_bias`"),
     (dict(suppress_tokens=7), r"suppress_tokens must be a list of token ids"),
     (dict(begin_suppress_tokens=[1, -2]), r"begin_suppress_tokens must be a list of token ids"),
+    (dict(forced_bos_token_id=[1, 2]), r"forced_bos_token_id must be one token id"),
+    (dict(forced_bos_token_id=100), r"forced_bos_token_id 100 is outside the vocabulary \[0, 100\)"),
+    (dict(forced_eos_token_id="2"), r"forced_eos_token_id must be a token id or a non-empty list"),
+    (dict(remove_invalid_values="yes"), r"remove_invalid_values must be True or False"),
+    (dict(exponential_decay_length_penalty=(2, -1.0)), r"\(start_index, decay_factor\): an integer >= 0"),
+    (dict(exponential_decay_length_penalty=1.5), r"exponential_decay_length_penalty must be"),
+    (dict(exponential_decay_length_penalty=(2, 1.5), eos_token_id=None), r"this call has no eos_token_id"),
 ])
 def test_bad_rules_are_refused(kw, message):
+    kw = dict(dict(eos_token_id=[2]), **kw)
     with pytest.raises(ValueError, match=message):
         token_rules(100, **kw)
 

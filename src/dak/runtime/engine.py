@@ -27,7 +27,8 @@ from dak.runtime.prompts import check_prompts
 from dak.runtime.stopping import EosStop
 from dak.runtime.kv import DakKV
 from dak.runtime.prefill_graphs import PrefillGraphs, check_count
-from dak.runtime.sampling import Sampling, greedy, hold_eos, sample  # noqa: F401 -- re-exported
+from dak.runtime.logits_state import LogitsState
+from dak.runtime.sampling import Sampling, draw, greedy, hold_eos, sample  # noqa: F401 -- re-exported
 from dak.shares import graphs_default, prefill_graphs_default
 
 
@@ -77,11 +78,7 @@ class Engine:
         self._prefill = PrefillGraphs(self, prefill_bucket) if prefill_graphs else None
         self.tok = torch.zeros(self.batch, dtype=torch.long, device=self.device)
         self.logits: torch.Tensor | None = None
-        self.seen: torch.Tensor | None = None  # (batch, V + 1) tokens seen, for a repetition penalty
-        self.eos_ids: torch.Tensor | None = None  # (V,) bool: the EOS ids min_new_tokens holds back
-        self.min_until: torch.Tensor | None = None  # (batch,) cache length from which a request may end
-        self.history: torch.Tensor | None = None  # (batch, max_len) each request's ids, for token rules
-        self._rules: dict = {}  # Rules -> RuleState (dak.runtime.processors)
+        self.state = LogitsState(self.batch, model.config.vocab_size, kv.max_len, self.device)  # processors'
         self._graphs: dict[Sampling, torch.cuda.CUDAGraph] = {}  # the full-length graph
         self.kv_caps = kv_bucket_caps(kv.max_len, kv_buckets)
         if not isinstance(kv_ahead, bool):
@@ -122,45 +119,30 @@ class Engine:
         if self.logits is None:
             self.logits = torch.empty(out.shape, dtype=torch.float32, device=out.device)
         self.logits.copy_(out)  # one conversion into the static fp32 buffer, sampled from there
-        self._take(sample(self._held(self.logits, s), s, self.seen), s)
+        held = self.state.process(self.logits, s, self.kv.lengths)
+        if s.external:  # the caller's processors and the draw follow on the host (_host_take)
+            self.state.held.copy_(held)
+            return
+        self._take(draw(held, s), s)
 
-    def _held(self, logits: torch.Tensor, s: Sampling, first: bool = False) -> torch.Tensor:
-        """The logits after the token rules (`first`: for the first new token), with the EOS ids at
-        -inf for requests whose cache is shorter than min_until."""
-        if s.rules is not None:
-            logits = self._rules[s.rules].apply(logits, self.history, self.kv.lengths, first)
-        return hold_eos(logits, self.eos_ids, self.kv.lengths < self.min_until) if s.hold_eos else logits
+    @property
+    def seen(self) -> torch.Tensor | None:
+        """(batch, V + 1) bool: the tokens seen, under a repetition penalty (LogitsState)."""
+        return self.state.seen
+
+    def _host_take(self, procs, t: int, s: Sampling) -> None:
+        """New token t drawn after the caller's logits processors (dak.runtime.host_processors)."""
+        self._take(draw(procs(t, self.state.held), s), s)
 
     def _take(self, tok: torch.Tensor, s: Sampling) -> None:
-        """The next tokens into the static buffer (and into the tokens seen, under a penalty)."""
+        """The next tokens into the static buffer (and the processors' state)."""
         self.tok.copy_(tok)
-        if s.repetition_penalty != 1:
-            self.seen.scatter_(1, self.tok.unsqueeze(1), True)
-        if s.rules is not None and s.rules.needs_history:  # at its position: after the request's tokens so far
-            self.history.scatter_(1, self.kv.lengths.long().unsqueeze(1), self.tok.unsqueeze(1))
-
-    def _mark_prompts(self, ids: torch.Tensor, plen: torch.Tensor) -> None:
-        """Start the tokens seen from each right-padded prompt's own tokens (as HF, which leaves a
-        left-padded prompt's padding out); padding goes to the mask's spare last column."""
-        v = self.seen.shape[1] - 1
-        pad = torch.arange(ids.shape[1], device=ids.device) >= plen.to(ids.device).unsqueeze(1)
-        self.seen.zero_()
-        self.seen.scatter_(1, ids.masked_fill(pad, v), True)
+        self.state.note(self.tok, s, self.kv.lengths)
 
     @torch.no_grad()
     def prepare(self, s: Sampling = Sampling()) -> None:
         """Plan, compile and (on a GPU) capture the decode step for sampling setting `s`."""
-        v = self.model.config.vocab_size
-        if s.repetition_penalty != 1 and self.seen is None:  # allocated before any capture
-            self.seen = torch.zeros(self.batch, v + 1, dtype=torch.bool, device=self.device)
-        if s.hold_eos and self.eos_ids is None:
-            self.eos_ids = torch.zeros(v, dtype=torch.bool, device=self.device)
-            self.min_until = torch.zeros(self.batch, dtype=torch.int32, device=self.device)
-        if s.rules is not None and s.rules not in self._rules:
-            from dak.runtime.processors import RuleState
-            self._rules[s.rules] = RuleState(s.rules, v, self.device)
-        if s.rules is not None and s.rules.needs_history and self.history is None:
-            self.history = torch.zeros(self.batch, self.kv.max_len, dtype=torch.long, device=self.device)
+        self.state.allocate(s)
         if s in self._graphs or not self.graphs:
             return
         graphs = capture_decode(self, s)
@@ -216,7 +198,8 @@ class Engine:
     @torch.no_grad()
     def generate(self, ids: torch.Tensor, max_new_tokens: int, prompt_lengths: torch.Tensor | None = None,
                  sampling: Sampling = Sampling(), eos_token_id=None, pad_token_id=None,
-                 on_token=None, min_new_tokens: int = 0, stop_strings=None, criteria=None) -> GenerateResult:
+                 on_token=None, min_new_tokens: int = 0, stop_strings=None, criteria=None,
+                 processors=None) -> GenerateResult:
         """Generate `max_new_tokens` tokens for each of the (B <= batch, L) prompts.
 
         eos_token_id (an id or a list): a request stops at its first EOS (later tokens are
@@ -226,7 +209,9 @@ class Engine:
         min_new_tokens: the EOS ids are held back (-inf) until a request has that many new tokens
         (HF's MinNewTokensLengthLogitsProcessor; nothing to hold without eos_token_id, as in HF).
         stop_strings: a dak.runtime.stop_strings.StopStrings (bound here to the prompts), or None.
-        criteria: HF StoppingCriteria (a list; dak.runtime.stopping.EosStop calls them), or None."""
+        criteria: HF StoppingCriteria (a list; dak.runtime.stopping.EosStop calls them), or None.
+        processors: HF LogitsProcessors (a list), run on the host each step after dak's own
+        (dak.runtime.host_processors), or None."""
         ids, plen, b = self._check(ids, max_new_tokens, prompt_lengths)
         if isinstance(min_new_tokens, bool) or not isinstance(min_new_tokens, int) or min_new_tokens < 0:
             raise ValueError(f"min_new_tokens must be an integer >= 0, got {min_new_tokens!r}")
@@ -239,22 +224,27 @@ class Engine:
         if criteria:
             stop.start_criteria(ids[:b], plen[:b].tolist(), max_new_tokens)
         # the EOS hold is this call's, whatever the caller's Sampling says (nothing to hold without EOS ids)
-        sampling = replace(sampling, hold_eos=stop is not None and stop.pads and min_new_tokens > 0)
+        sampling = replace(sampling, hold_eos=stop is not None and stop.pads and min_new_tokens > 0,
+                           external=False)
+        procs = None
+        if processors:
+            from dak.runtime.host_processors import HostProcessors, check_processors
+            pad = int(stop.pad) if stop is not None else pad_token_id if isinstance(pad_token_id, int) else 0
+            procs = HostProcessors(check_processors(processors, sampling, min_new_tokens), ids[:b],
+                                   plen[:b].tolist(), max_new_tokens, pad)
+            sampling = replace(sampling, external=True)
         self.prepare(sampling)
-        if sampling.hold_eos:
-            self.eos_ids.zero_()
-            self.eos_ids[stop.eos] = True
-            self.min_until.copy_(plen + min_new_tokens)
         out = torch.empty(self.batch, max_new_tokens, dtype=torch.long, device=self.device)
         self._sync()
         t0 = time.perf_counter()
-        if sampling.repetition_penalty != 1:
-            self._mark_prompts(ids, plen)
-        if sampling.rules is not None and sampling.rules.needs_history:
-            self.history[:, :ids.shape[1]] = ids  # right-padded: a row's pads are overwritten by its new tokens
-        logits = self._held(self.prefill(ids, plen), sampling, first=True)
-        self._take(sample(logits, sampling, self.seen), sampling)
-        self._record(out, 0, stop, on_token, b)
+        self.state.start(sampling, ids, plen, max_new_tokens, stop.eos if stop is not None else None, min_new_tokens)
+        held = self.state.process(self.prefill(ids, plen), sampling, self.kv.lengths)
+        if procs is not None:
+            self.state.held.copy_(held)
+            self._host_take(procs, 0, sampling)
+        else:
+            self._take(draw(held, sampling), sampling)
+        self._record(out, 0, stop, on_token, b, procs)
         self._sync()
         t1 = time.perf_counter()
         graphs = self._bucket_graphs.get(sampling)
@@ -273,7 +263,9 @@ class Engine:
                     if bucketed:
                         self.kv.set_copy_rows(need)
                     self._step(sampling)
-                self._record(out, t, stop, on_token, b)
+                if procs is not None:
+                    self._host_take(procs, t, sampling)
+                self._record(out, t, stop, on_token, b, procs)
                 if stop is not None and stop.finished(t):
                     steps = t
                     break
@@ -285,11 +277,13 @@ class Engine:
         return GenerateResult(out[:b, :cols], t1 - t0, (t2 - t1) / steps if steps else 0.0, steps,
                               None if stop is None else stop.stopped_steps(), sampling)
 
-    def _record(self, out: torch.Tensor, t: int, stop, on_token=None, b: int = 0) -> None:
+    def _record(self, out: torch.Tensor, t: int, stop, on_token=None, b: int = 0, procs=None) -> None:
         if stop is None:
             out[:, t] = self.tok
         else:
             stop.record(out, t, self.tok)
+        if procs is not None:
+            procs.record(t, out[:, t])
         if on_token is not None:
             on_token(out[:b, t])
 

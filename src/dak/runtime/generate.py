@@ -20,7 +20,8 @@ def generate(self, input_ids: torch.Tensor | None = None, max_new_tokens: int | 
              prompt_lengths=None, eos_token_id=UNSET, pad_token_id=UNSET, attention_mask=None, streamer=None,
              max_length: int | None = None, inputs: torch.Tensor | None = None, min_new_tokens=UNSET,
              min_length=UNSET, stop_strings=UNSET, tokenizer=None, stopping_criteria=None, max_time=UNSET,
-             generation_config=None, num_return_sequences=UNSET, **more):
+             generation_config=None, num_return_sequences=UNSET, logits_processor=None,
+             prefix_allowed_tokens_fn=None, **more):
     """HF-style generate: returns (B, L + new) ids, the prompt followed by max_new_tokens new tokens,
     or fewer when every request reached `eos_token_id` (later tokens of a stopped request are
     `pad_token_id`; none before min_new_tokens / min_length). As in HF, eos_token_id, pad_token_id,
@@ -42,9 +43,14 @@ def generate(self, input_ids: torch.Tensor | None = None, max_new_tokens: int | 
     and its max_new_tokens or max_length apply; settings dak does not apply are refused.
     `num_return_sequences` k (sampling only, as in HF) generates k sequences a prompt, returned as
     rows b * k ... b * k + k - 1, as HF's do; k x prompts must fit the offloaded batch.
-    HF's token rules no_repeat_ngram_size, bad_words_ids, sequence_bias, suppress_tokens and
-    begin_suppress_tokens (keywords; default the generation config's) apply inside the decode graph
-    (dak.runtime.processors), to greedy and sampled decoding alike, as in HF."""
+    HF's token rules no_repeat_ngram_size, bad_words_ids, sequence_bias, suppress_tokens,
+    begin_suppress_tokens, forced_bos_token_id, forced_eos_token_id, remove_invalid_values and
+    exponential_decay_length_penalty (keywords; default the generation config's) apply inside the
+    decode graph (dak.runtime.processors), to greedy and sampled decoding alike, as in HF.
+    `logits_processor` (HF's LogitsProcessorList) and `prefix_allowed_tokens_fn` (HF's callable
+    (prompt index, ids) -> allowed token ids) run on the host at every step, after dak's processors
+    and before the sampling warpers, as in HF (dak.runtime.host_processors): uncaptured, they cost
+    an eager draw and a host sync a step."""
     from dak.runtime.prompts import prompts_from_mask, resolve_lengths
     rules = {k: more.pop(k) for k in RULES if k in more}
     if more:
@@ -52,7 +58,7 @@ def generate(self, input_ids: torch.Tensor | None = None, max_new_tokens: int | 
                          "max_new_tokens (or max_length), min_new_tokens (or min_length), do_sample, temperature, top_k, "
                          "top_p, min_p, typical_p, epsilon_cutoff, eta_cutoff, top_h, repetition_penalty, prompt_lengths, attention_mask, eos_token_id, pad_token_id, "
                          "streamer, stop_strings, tokenizer, stopping_criteria, max_time, generation_config, "
-                         "num_return_sequences, " + ", ".join(RULES))
+                         "num_return_sequences, logits_processor, prefix_allowed_tokens_fn, " + ", ".join(RULES))
     model = call_config(self, generation_config)  # where settings not given come from
     max_new_tokens, max_length = config_lengths(model, max_new_tokens, max_length)
     input_ids, max_new_tokens = resolve_lengths(input_ids, inputs, max_new_tokens, max_length)
@@ -62,7 +68,7 @@ def generate(self, input_ids: torch.Tensor | None = None, max_new_tokens: int | 
                  typical_p=typical_p, epsilon_cutoff=epsilon_cutoff, eta_cutoff=eta_cutoff, top_h=top_h,
                  repetition_penalty=repetition_penalty)
     sampling = sampling_for(model, **{k: v for k, v in given.items() if v is not UNSET})
-    sampling = replace(sampling, rules=rules_for(model, eos_token_id, **rules))
+    sampling = replace(sampling, rules=rules_for(model, eos_token_id, input_ids.shape[-1], **rules))
     if streamer is not None and not (callable(getattr(streamer, "put", None))
                                      and callable(getattr(streamer, "end", None))):
         raise ValueError(f"streamer must have put(ids) and end() (HF's BaseStreamer), got {type(streamer).__name__}")
@@ -70,6 +76,7 @@ def generate(self, input_ids: torch.Tensor | None = None, max_new_tokens: int | 
         stop_strings = getattr(getattr(model, "generation_config", None), "stop_strings", None)
     strings = check_stop_strings(stop_strings, tokenizer)
     ids, prompt_lengths = prompts_from_mask(input_ids, attention_mask, prompt_lengths)
+    k = 1
     if isinstance(ids, torch.Tensor) and ids.dim() == 2:  # else the engine's checks say what is wrong
         k = return_sequences(model, num_return_sequences, sampling.do_sample, ids.shape[0], self.dak_engine.batch)
         if k > 1:  # each prompt k times, in a row (HF's _expand_inputs_for_generation)
@@ -79,6 +86,7 @@ def generate(self, input_ids: torch.Tensor | None = None, max_new_tokens: int | 
                 if plen.numel() != ids.shape[0] // k:
                     raise ValueError(f"prompt_lengths must be {ids.shape[0] // k} values, one a prompt")
                 prompt_lengths = plen.repeat_interleave(k)
+    processors = host_processors(logits_processor, prefix_allowed_tokens_fn, sampling, k)
     stops = None if strings is None else StopStrings(strings, tokenizer)
     criteria = check_criteria(stopping_criteria)
     if max_time is UNSET:
@@ -99,9 +107,32 @@ def generate(self, input_ids: torch.Tensor | None = None, max_new_tokens: int | 
         res = self.dak_engine.generate(ids, max_new_tokens, prompt_lengths,
                                        sampling, eos_token_id, pad_token_id,
                                        on_token=None if streamer is None else stream, min_new_tokens=min_new,
-                                       stop_strings=stops, criteria=criteria)
+                                       stop_strings=stops, criteria=criteria, processors=processors)
     finally:
         if started:
             streamer.end()
     self.dak_last = res
     return torch.cat([input_ids.to(res.tokens.device), res.tokens], dim=1)
+
+
+def host_processors(logits_processor, prefix_allowed_tokens_fn, sampling, k: int) -> list | None:
+    """The processors run on the host: HF's PrefixConstrainedLogitsProcessor for
+    `prefix_allowed_tokens_fn` (its place in HF's list is before the forced BOS/EOS, which dak applies
+    in the graph, so the two are not taken together), then the caller's `logits_processor`."""
+    out = []
+    if prefix_allowed_tokens_fn is not None:
+        if not callable(prefix_allowed_tokens_fn):
+            raise ValueError("prefix_allowed_tokens_fn must be a callable (batch_id, input_ids) -> list of allowed "
+                             f"token ids, as in HF; got {prefix_allowed_tokens_fn!r}")
+        rules = sampling.rules
+        if rules is not None and (rules.forced_bos is not None or rules.forced_eos):
+            raise ValueError("prefix_allowed_tokens_fn with forced_bos_token_id / forced_eos_token_id is not "
+                             "supported: HF applies the prefix constraint first, dak after them; pass one or the other")
+        from transformers.generation.logits_process import PrefixConstrainedLogitsProcessor
+        out.append(PrefixConstrainedLogitsProcessor(prefix_allowed_tokens_fn, k))
+    if logits_processor is not None:
+        if not isinstance(logits_processor, (list, tuple)):
+            raise ValueError("logits_processor must be a list of callables (HF's LogitsProcessorList of "
+                             f"LogitsProcessor: processor(input_ids, scores) -> scores), got {logits_processor!r}")
+        out += list(logits_processor)
+    return out or None

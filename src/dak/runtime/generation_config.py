@@ -15,7 +15,8 @@ from types import SimpleNamespace
 from dak.runtime.stopping import token_ids
 
 UNSET = object()  # a generate argument not given
-RULES = ("no_repeat_ngram_size", "bad_words_ids", "sequence_bias", "suppress_tokens", "begin_suppress_tokens")
+RULES = ("no_repeat_ngram_size", "bad_words_ids", "sequence_bias", "suppress_tokens", "begin_suppress_tokens",
+         "forced_bos_token_id", "forced_eos_token_id", "remove_invalid_values", "exponential_decay_length_penalty")
 # HF's own defaults where the generation config leaves a setting unset (transformers 5: None there)
 HF_DEFAULTS = {"do_sample": False, "temperature": 1.0, "top_k": 50, "top_p": 1.0, "min_p": 0.0, "typical_p": 1.0,
                "epsilon_cutoff": 0.0, "eta_cutoff": 0.0, "top_h": None, "repetition_penalty": 1.0}  # min_p None (off) in HF: 0 drops nothing
@@ -42,11 +43,11 @@ APPLIED = set(HF_DEFAULTS) | {"eos_token_id", "pad_token_id", "bos_token_id", "d
 # settings that do not change which tokens come out (what HF returns, caching, compiling, beam-only
 # options without beams), or values that leave a processor off
 NO_EFFECT = {"use_cache", "cache_implementation", "cache_config", "compile_config", "disable_compile", "low_memory",
-             "length_penalty", "early_stopping", "trust_remote_code", "is_assistant", "prefill_chunk_size"}
+             "length_penalty", "early_stopping", "trust_remote_code", "is_assistant", "prefill_chunk_size",
+             "renormalize_logits"}  # a log-softmax after the warpers: the same argmax and the same distribution
 NEUTRAL = {"num_beams": 1, "num_beam_groups": 1, "num_return_sequences": 1, "min_length": 0, "min_new_tokens": 0,
            "no_repeat_ngram_size": 0, "typical_p": 1.0, "epsilon_cutoff": 0.0, "eta_cutoff": 0.0, "min_p": 0.0,
-           "diversity_penalty": 0.0, "encoder_repetition_penalty": 1.0, "renormalize_logits": False,
-           "remove_invalid_values": False, "guidance_scale": 1.0}
+           "diversity_penalty": 0.0, "encoder_repetition_penalty": 1.0, "guidance_scale": 1.0}
 
 
 def ignored_settings(gc) -> list[str]:
@@ -64,7 +65,9 @@ def ignored_settings(gc) -> list[str]:
 
 APPLIED_TEXT = ("eos/pad ids, do_sample, temperature, top_k, top_p, min_p, typical_p, epsilon_cutoff, eta_cutoff, top_h, "
                 "repetition_penalty, no_repeat_ngram_size, bad_words_ids, sequence_bias, suppress_tokens, "
-                "begin_suppress_tokens, min_new_tokens, min_length, stop_strings, max_time and num_return_sequences")
+                "begin_suppress_tokens, forced_bos_token_id, forced_eos_token_id, remove_invalid_values, "
+                "exponential_decay_length_penalty, renormalize_logits, min_new_tokens, min_length, stop_strings, "
+                "max_time and num_return_sequences")
 
 
 def warn_ignored(model) -> None:
@@ -173,13 +176,14 @@ def sampling_for(model, **given):
                          "generate)") from None
 
 
-def rules_for(model, eos_token_id, **given):
+def rules_for(model, eos_token_id, width: int, **given):
     """The token rules (dak.runtime.processors.Rules, or None) of one generate call: each of RULES
-    as given (arguments left out are not in `given`), else the generation config's."""
+    as given (arguments left out are not in `given`), else the generation config's; `width` the
+    input's padded length."""
     from dak.runtime.processors import token_rules
     args, from_config = settings(model, dict.fromkeys(RULES), given)
     where = f" ({gc_name(model)} set {', '.join(from_config)})" if from_config else ""
-    return token_rules(model.config.vocab_size, eos_token_id, where=where, **args)
+    return token_rules(model.config.vocab_size, eos_token_id, width=width, where=where, **args)
 
 
 def min_new_for(model, width: int, min_new_tokens=UNSET, min_length=UNSET) -> int:

@@ -26,6 +26,7 @@ class Sampling:
     repetition_penalty: float = 1.0  # HF's: logits of tokens seen (prompt and generated) / p if > 0, * p if < 0
     hold_eos: bool = False  # EOS ids held back (-inf) for requests short of their min_new_tokens (the step's key)
     rules: object = None  # dak.runtime.processors.Rules: n-gram, bad-word, bias and suppress rules (None: off)
+    external: bool = False  # the caller's logits processors run on the host: the graph stops at the logits
 
     def __post_init__(self):
         if not (self.temperature > 0 and math.isfinite(self.temperature)):
@@ -82,6 +83,12 @@ def sample(logits: torch.Tensor, s: Sampling, seen: torch.Tensor | None = None) 
         if seen is None:
             raise ValueError("a repetition penalty needs the mask of tokens seen (sample(..., seen=))")
         logits = penalize(logits, seen, s.repetition_penalty)
+    return draw(logits, s)
+
+
+def draw(logits: torch.Tensor, s: Sampling) -> torch.Tensor:
+    """(B, V) fp32 logits, every logits processor applied -> (B,) int64 next tokens: greedy argmax, or
+    HF's warpers and a Gumbel-max draw; capturable."""
     if not s.do_sample:
         return greedy(logits)
     width = top_width(s, logits.shape[-1])

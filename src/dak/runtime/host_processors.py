@@ -1,0 +1,91 @@
+"""HF's `logits_processor` argument: the caller's own LogitsProcessors, run on the host side of each
+decode step, as HF runs them (after every processor generate builds from its settings, before the
+sampling warpers).
+
+Their code is arbitrary Python (it may read the ids on the host, index with Python lists, sync), so
+it cannot be captured: the decode graph then stops at the processed logits (Sampling.external), the
+caller's processors run eagerly on the real requests' rows, and the draw (greedy argmax or HF's
+warpers and a Gumbel-max draw) and the token write follow eagerly. Each step pays that eager work and a
+host sync (whatever the processors read). They see what HF's see: the (requests, input width + new
+tokens) ids, each prompt left-padded with the pad id as HF lays out a batch (dak keeps prompts
+right-padded), then the new tokens, a finished request's padded with the pad id as in HF; and the
+(requests, vocab) fp32 scores.
+"""
+
+from __future__ import annotations
+
+import torch
+
+# HF's processor classes that generate builds from a setting dak applies: passing one of these while that
+# setting is on would, in HF, replace the built one at its place in the list; dak asks for one or the other
+BUILT = {"RepetitionPenaltyLogitsProcessor": "repetition_penalty",
+         "MinNewTokensLengthLogitsProcessor": "min_new_tokens / min_length",
+         "MinLengthLogitsProcessor": "min_new_tokens / min_length",
+         "NoRepeatNGramLogitsProcessor": "no_repeat_ngram_size", "NoBadWordsLogitsProcessor": "bad_words_ids",
+         "SequenceBiasLogitsProcessor": "sequence_bias", "SuppressTokensLogitsProcessor": "suppress_tokens",
+         "SuppressTokensAtBeginLogitsProcessor": "begin_suppress_tokens",
+         "ForcedBOSTokenLogitsProcessor": "forced_bos_token_id", "ForcedEOSTokenLogitsProcessor": "forced_eos_token_id",
+         "InfNanRemoveLogitsProcessor": "remove_invalid_values",
+         "ExponentialDecayLengthPenalty": "exponential_decay_length_penalty"}
+
+
+def check_processors(processors, sampling, min_new: int) -> list | None:
+    """HF's `logits_processor` (a LogitsProcessorList or a list of callables proc(input_ids, scores) ->
+    scores) as a list, None for none; a clear error for anything else, and for a processor of a class
+    generate also builds from a setting of this call."""
+    if processors is None:
+        return None
+    if not isinstance(processors, (list, tuple)) or not all(callable(p) for p in processors):
+        raise ValueError("logits_processor must be a list of callables (HF's LogitsProcessorList of "
+                         f"LogitsProcessor: processor(input_ids, scores) -> scores), got {processors!r}")
+    rules = sampling.rules
+    on = {"repetition_penalty": sampling.repetition_penalty != 1, "min_new_tokens / min_length": min_new > 0,
+          "no_repeat_ngram_size": rules is not None and rules.ngram > 0}
+    if rules is not None:
+        report = rules.report()
+        on.update({"bad_words_ids": bool(rules.bias), "sequence_bias": bool(rules.bias),
+                   "suppress_tokens": bool(rules.suppress), "begin_suppress_tokens": bool(rules.begin_suppress),
+                   "forced_bos_token_id": rules.forced_bos is not None, "forced_eos_token_id": bool(rules.forced_eos),
+                   "remove_invalid_values": rules.invalid,
+                   "exponential_decay_length_penalty": "exponential_decay_length_penalty" in report})
+    for p in processors:
+        setting = BUILT.get(type(p).__name__)
+        if setting is not None and on.get(setting):
+            raise ValueError(f"logits_processor holds a {type(p).__name__}, and this call's {setting} builds one "
+                             "too (HF would use yours in its place): pass the setting or the processor, not both")
+    return list(processors) or None
+
+
+class HostProcessors:
+    """The caller's processors over one generate call: `ids` (real, width) right-padded prompts of
+    `plen` tokens; `pad` the id HF pads with."""
+
+    def __init__(self, processors: list, ids: torch.Tensor, plen: list[int], max_new: int, pad: int):
+        self.procs, self.real, self.width = processors, ids.shape[0], ids.shape[1]
+        self.seq = torch.full((self.real, self.width + max_new), pad, dtype=torch.long, device=ids.device)
+        for i, n in enumerate(plen):
+            self.seq[i, self.width - n:self.width] = ids[i, :n]
+
+    def __call__(self, t: int, held: torch.Tensor) -> torch.Tensor:
+        """New token t's logits: the real rows of `held` (batch, V) fp32 through every processor, written
+        back into `held` (the padding rows of the static batch are left as they are)."""
+        ids, scores = self.seq[:, :self.width + t], held[:self.real].clone()
+        for p in self.procs:
+            got = p(ids, scores)
+            if not (isinstance(got, torch.Tensor) and tuple(got.shape) == tuple(scores.shape)
+                    and got.is_floating_point()):
+                raise ValueError(f"logits processor {p!r} returned {_describe(got)}; HF's LogitsProcessors "
+                                 f"return the (batch, vocab) float scores, here {tuple(scores.shape)}")
+            scores = got
+        held[:self.real] = scores.to(held.device, held.dtype)
+        return held
+
+    def record(self, t: int, col: torch.Tensor) -> None:
+        """New token t of each real request as returned (a finished request's is the pad id)."""
+        self.seq[:, self.width + t] = col[:self.real].to(self.seq.device)
+
+
+def _describe(got) -> str:
+    if isinstance(got, torch.Tensor):
+        return f"a {got.dtype} tensor of shape {tuple(got.shape)}"
+    return repr(got)[:80]
