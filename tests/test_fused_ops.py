@@ -107,6 +107,11 @@ def test_rotary_matches_hf(dtype, b, hq, hk, l, d, shared, one_launch, monkeypat
     got_q, got_k = rotary(q, k, cos, sin)
     assert got_q.is_contiguous() and got_k.is_contiguous()
     assert torch.equal(got_q, other[0]) and torch.equal(got_k, other[1]), "one launch must equal two"
+    for rows in (1, 8):  # a GPU's one head vector a program, and blocks of 8 with a partial last one
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(fused_ops, "rotary_rows", lambda: rows)
+            again = rotary(q, k, cos, sin)
+        assert torch.equal(again[0], got_q) and torch.equal(again[1], got_k), rows
     def terms(x):  # |x * cos| + |rotate_half(x) * sin|: the size of the two rounded products
         c, s_ = cos.float().unsqueeze(1), sin.float().unsqueeze(1)
         x = x.float()

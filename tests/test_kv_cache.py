@@ -175,6 +175,7 @@ def test_append_rotated_equals_rotary_then_append(b_h, batch, dtype):
     dak.kernels.fused_ops.rotary and the cache contents of append(rotated k, v), bit for bit, with
     host and HBM requests, strided q/k/v (views of one projection output), a request at length 0
     (nothing stored) and one at max_len."""
+    from dak.kernels import rotary_append
     from dak.kernels.fused_ops import rotary
     torch.manual_seed(b_h + batch)
     hq, hkv, d, s = 4, 2, 64, 12
@@ -184,15 +185,19 @@ def test_append_rotated_equals_rotary_then_append(b_h, batch, dtype):
     cos, sin = torch.randn(batch, 1, d).to(dtype).to(dev), torch.randn(batch, 1, d).to(dtype).to(dev)
     lengths = torch.tensor([5, 0, s, 3][:batch], dtype=torch.int32, device=dev)
     got_cache, ref_cache = (SplitKVCache(2, batch, s, hkv, d, dtype, host_requests=b_h) for _ in range(2))
-    for c in (got_cache, ref_cache):  # the same prior contents
-        c.write(1, torch.ones(batch, hkv, s, d, dtype=dtype, device=dev), torch.ones(batch, hkv, s, d, dtype=dtype,
-                                                                                        device=dev))
-    qo, ko = got_cache.append_rotated(1, q, k, v, cos, sin, lengths=lengths)
+    ones = torch.ones(batch, hkv, s, d, dtype=dtype, device=dev)
+    ref_cache.write(1, ones, ones)
     q_ref, k_ref = rotary(q, k, cos, sin)
-    assert torch.equal(qo, q_ref) and torch.equal(ko, k_ref)
     ref_cache.append(1, k_ref[:, :, 0], v[:, :, 0].contiguous(), lengths=lengths, validate=False)
-    for got, want in zip(got_cache.gather(1), ref_cache.gather(1)):
-        assert torch.equal(got, want)
+    for rows in (None, 1, 4):  # the default (the interpreter's 64), a GPU's 1, blocks with a partial last one
+        got_cache.write(1, ones, ones)  # the same prior contents
+        with pytest.MonkeyPatch.context() as mp:
+            if rows is not None:
+                mp.setattr(rotary_append, "rotary_rows", lambda: rows)
+            qo, ko = got_cache.append_rotated(1, q, k, v, cos, sin, lengths=lengths)
+        assert torch.equal(qo, q_ref) and torch.equal(ko, k_ref), rows
+        for got, want in zip(got_cache.gather(1), ref_cache.gather(1)):
+            assert torch.equal(got, want), rows
     with pytest.raises(ValueError, match=r"\(B, H, 1, D\)"):
         got_cache.append_rotated(1, qkv.view(batch, 1, -1, d)[:, :, :hq].transpose(1, 2).repeat(1, 1, 2, 1),
                                  k, v, cos, sin, lengths=lengths)

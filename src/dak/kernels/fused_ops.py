@@ -94,49 +94,61 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: f
     return _launch_norm(_layer_norm_kernel, x, x2, (weight, bias), eps)
 
 
+def rotary_rows() -> int:
+    """Head vectors a rotary program rotates: 1 on a GPU (a program per vector: the launch's width), 64
+    under the CPU interpreter, which pays for every program's every operation in Python (the fused
+    rotary kernels were 60% of a tiny model's generate there with one vector a program)."""
+    return 64 if interpreting() else 1
+
+
 @triton.jit
-def _rotate_row(src_ptr, cos_ptr, sin_ptr, dst_ptr, row, heads, seq, s_b, s_h, s_l, c_b, c_l,
-                HALF: tl.constexpr):
-    """Head vector `row` = (b, h, l) of src: dst = round(src * cos) + round(rotate_half(src) * sin)."""
-    l_ = row % seq
-    h = (row // seq) % heads
-    b = row // (seq * heads)
-    offs = tl.arange(0, HALF)
-    src = src_ptr + b * s_b + h * s_h + l_ * s_l
-    cs = b * c_b + l_ * c_l
-    x1 = tl.load(src + offs).to(tl.float32)
-    x2 = tl.load(src + HALF + offs).to(tl.float32)
-    c1 = tl.load(cos_ptr + cs + offs).to(tl.float32)
-    c2 = tl.load(cos_ptr + cs + HALF + offs).to(tl.float32)
-    s1 = tl.load(sin_ptr + cs + offs).to(tl.float32)
-    s2 = tl.load(sin_ptr + cs + HALF + offs).to(tl.float32)
+def _rotate_rows(src_ptr, cos_ptr, sin_ptr, dst_ptr, row0, n_rows, heads, seq, s_b, s_h, s_l, c_b, c_l,
+                 HALF: tl.constexpr, ROWS: tl.constexpr):
+    """Head vectors row0 .. row0 + ROWS - 1 (those < n_rows; row = (b, h, l)) of src:
+    dst = round(src * cos) + round(rotate_half(src) * sin). Returns (rows, in range, lo, hi), the
+    last two (ROWS, HALF) in dst's dtype."""
+    rows = row0 + tl.arange(0, ROWS).to(tl.int64)
+    ok = (rows < n_rows)[:, None]
+    l_ = rows % seq
+    h = (rows // seq) % heads
+    b = rows // (seq * heads)
+    offs = tl.arange(0, HALF)[None, :]
+    src = src_ptr + (b * s_b + h * s_h + l_ * s_l)[:, None]
+    cs = (b * c_b + l_ * c_l)[:, None]
+    x1 = tl.load(src + offs, mask=ok).to(tl.float32)
+    x2 = tl.load(src + HALF + offs, mask=ok).to(tl.float32)
+    c1 = tl.load(cos_ptr + cs + offs, mask=ok).to(tl.float32)
+    c2 = tl.load(cos_ptr + cs + HALF + offs, mask=ok).to(tl.float32)
+    s1 = tl.load(sin_ptr + cs + offs, mask=ok).to(tl.float32)
+    s2 = tl.load(sin_ptr + cs + HALF + offs, mask=ok).to(tl.float32)
     ty = dst_ptr.dtype.element_ty
-    lo = (x1 * c1).to(ty).to(tl.float32) + (-x2 * s1).to(ty).to(tl.float32)
-    hi = (x2 * c2).to(ty).to(tl.float32) + (x1 * s2).to(ty).to(tl.float32)
-    dst = dst_ptr + row * (2 * HALF)
-    tl.store(dst + offs, lo.to(ty))
-    tl.store(dst + HALF + offs, hi.to(ty))
-    return lo.to(ty), hi.to(ty)
+    lo = ((x1 * c1).to(ty).to(tl.float32) + (-x2 * s1).to(ty).to(tl.float32)).to(ty)
+    hi = ((x2 * c2).to(ty).to(tl.float32) + (x1 * s2).to(ty).to(tl.float32)).to(ty)
+    dst = dst_ptr + (rows * (2 * HALF))[:, None]
+    tl.store(dst + offs, lo, mask=ok)
+    tl.store(dst + HALF + offs, hi, mask=ok)
+    return rows, ok, lo, hi
 
 
 @triton.jit
-def _rotary_kernel(src_ptr, cos_ptr, sin_ptr, dst_ptr, heads, seq,
-                   s_b, s_h, s_l, c_b, c_l, HALF: tl.constexpr):
-    """One program per (b, h, l) head vector of one tensor."""
-    _rotate_row(src_ptr, cos_ptr, sin_ptr, dst_ptr, tl.program_id(0).to(tl.int64), heads, seq,
-                s_b, s_h, s_l, c_b, c_l, HALF)
+def _rotary_kernel(src_ptr, cos_ptr, sin_ptr, dst_ptr, n_rows, heads, seq,
+                   s_b, s_h, s_l, c_b, c_l, HALF: tl.constexpr, ROWS: tl.constexpr):
+    """One program per ROWS (b, h, l) head vectors of one tensor."""
+    _rotate_rows(src_ptr, cos_ptr, sin_ptr, dst_ptr, tl.program_id(0).to(tl.int64) * ROWS, n_rows, heads, seq,
+                 s_b, s_h, s_l, c_b, c_l, HALF, ROWS)
 
 
 @triton.jit
-def _rotary_qk_kernel(q_ptr, k_ptr, cos_ptr, sin_ptr, qo_ptr, ko_ptr, q_rows, q_heads, k_heads, seq,
-                      qs_b, qs_h, qs_l, ks_b, ks_h, ks_l, c_b, c_l, HALF: tl.constexpr):
-    """q's and k's head vectors in one launch: programs [0, q_rows) rotate q, the rest k."""
+def _rotary_qk_kernel(q_ptr, k_ptr, cos_ptr, sin_ptr, qo_ptr, ko_ptr, q_rows, k_rows, q_progs, q_heads, k_heads,
+                      seq, qs_b, qs_h, qs_l, ks_b, ks_h, ks_l, c_b, c_l, HALF: tl.constexpr, ROWS: tl.constexpr):
+    """q's and k's head vectors in one launch: programs [0, q_progs) rotate q, ROWS vectors each, the rest k."""
     pid = tl.program_id(0).to(tl.int64)
-    if pid < q_rows:
-        _rotate_row(q_ptr, cos_ptr, sin_ptr, qo_ptr, pid, q_heads, seq, qs_b, qs_h, qs_l, c_b, c_l, HALF)
+    if pid < q_progs:
+        _rotate_rows(q_ptr, cos_ptr, sin_ptr, qo_ptr, pid * ROWS, q_rows, q_heads, seq, qs_b, qs_h, qs_l, c_b, c_l,
+                     HALF, ROWS)
     else:
-        _rotate_row(k_ptr, cos_ptr, sin_ptr, ko_ptr, pid - q_rows, k_heads, seq, ks_b, ks_h, ks_l,
-                    c_b, c_l, HALF)
+        _rotate_rows(k_ptr, cos_ptr, sin_ptr, ko_ptr, (pid - q_progs) * ROWS, k_rows, k_heads, seq, ks_b, ks_h, ks_l,
+                     c_b, c_l, HALF, ROWS)
 
 
 def rotary_ok(x: torch.Tensor, cos: torch.Tensor) -> bool:
@@ -152,9 +164,10 @@ def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tens
     out = torch.empty((b, h, l_, d), dtype=x.dtype, device=x.device)
     if out.numel():
         c_b = 0 if cos.shape[0] == 1 else cos.stride(0)
-        _rotary_kernel[(b * h * l_,)](x, cos, sin, out, h, l_, x.stride(0), x.stride(1), x.stride(2),
-                                      c_b, cos.stride(1), HALF=d // 2, num_warps=1,
-                                      enable_fp_fusion=False)  # no FMA: round each product, as HF
+        rows = rotary_rows()
+        _rotary_kernel[(triton.cdiv(b * h * l_, rows),)](
+            x, cos, sin, out, b * h * l_, h, l_, x.stride(0), x.stride(1), x.stride(2), c_b, cos.stride(1),
+            HALF=d // 2, ROWS=rows, num_warps=1, enable_fp_fusion=False)  # no FMA: round each product, as HF
     return out
 
 
@@ -174,8 +187,10 @@ def rotary(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tenso
     ko = torch.empty((b, hk, l_, d), dtype=k.dtype, device=k.device)
     if qo.numel() + ko.numel():
         c_b = 0 if cos.shape[0] == 1 else cos.stride(0)
-        _rotary_qk_kernel[(b * (hq + hk) * l_,)](
-            q, k, cos, sin, qo, ko, b * hq * l_, hq, hk, l_, q.stride(0), q.stride(1), q.stride(2),
-            k.stride(0), k.stride(1), k.stride(2), c_b, cos.stride(1), HALF=d // 2, num_warps=1,
-            enable_fp_fusion=False)  # no FMA: round each product, as HF
+        rows = rotary_rows()
+        q_progs, k_progs = triton.cdiv(b * hq * l_, rows), triton.cdiv(b * hk * l_, rows)
+        _rotary_qk_kernel[(q_progs + k_progs,)](
+            q, k, cos, sin, qo, ko, b * hq * l_, b * hk * l_, q_progs, hq, hk, l_, q.stride(0), q.stride(1),
+            q.stride(2), k.stride(0), k.stride(1), k.stride(2), c_b, cos.stride(1), HALF=d // 2, ROWS=rows,
+            num_warps=1, enable_fp_fusion=False)  # no FMA: round each product, as HF
     return qo, ko

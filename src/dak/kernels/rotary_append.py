@@ -18,41 +18,46 @@ import torch
 import triton
 import triton.language as tl
 
-from dak.kernels.fused_ops import _rotate_row, need_kernel_device, rotary_ok
+from dak.kernels.fused_ops import _rotate_rows, need_kernel_device, rotary_ok, rotary_rows
 from dak.kernels.kv_write import store_sides
 
 
 @triton.jit
 def _rotary_append_kernel(q_ptr, k_ptr, v_ptr, cos_ptr, sin_ptr, qo_ptr, ko_ptr, len_ptr,
-                          kh_ptr, vh_ptr, kg_ptr, vg_ptr, q_rows, q_heads, k_heads, B_H, MAX_LEN,
+                          kh_ptr, vh_ptr, kg_ptr, vg_ptr, q_rows, k_rows, q_progs, q_heads, k_heads, B_H, MAX_LEN,
                           qs_b, qs_h, ks_b, ks_h, vs_b, vs_h, c_b,
-                          stride_hb, stride_hh, stride_hs, stride_gb, stride_gh, stride_gs, HALF: tl.constexpr):
-    """Programs [0, q_rows) rotate q's head vectors; the others rotate k's (b, h) and store it and
-    v's into the cache."""
+                          stride_hb, stride_hh, stride_hs, stride_gb, stride_gh, stride_gs, HALF: tl.constexpr,
+                          ROWS: tl.constexpr):
+    """Programs [0, q_progs) rotate q's head vectors, ROWS each; the others rotate ROWS of k's (b, h)
+    and store them and v's into the cache (masked stores: a request's home is host or HBM)."""
     pid = tl.program_id(0).to(tl.int64)
-    if pid < q_rows:
-        _rotate_row(q_ptr, cos_ptr, sin_ptr, qo_ptr, pid, q_heads, 1, qs_b, qs_h, 0, c_b, 0, HALF)
+    if pid < q_progs:
+        _rotate_rows(q_ptr, cos_ptr, sin_ptr, qo_ptr, pid * ROWS, q_rows, q_heads, 1, qs_b, qs_h, 0, c_b, 0, HALF, ROWS)
     else:
-        row = pid - q_rows
-        lo, hi = _rotate_row(k_ptr, cos_ptr, sin_ptr, ko_ptr, row, k_heads, 1, ks_b, ks_h, 0, c_b, 0, HALF)
-        b = row // k_heads
-        h = row % k_heads
-        offs = tl.arange(0, HALF)
+        rows, ok, lo, hi = _rotate_rows(k_ptr, cos_ptr, sin_ptr, ko_ptr, (pid - q_progs) * ROWS, k_rows, k_heads, 1,
+                                        ks_b, ks_h, 0, c_b, 0, HALF, ROWS)
+        b = (rows // k_heads)[:, None]
+        h = (rows % k_heads)[:, None]
+        offs = tl.arange(0, HALF)[None, :]
         v = v_ptr + b * vs_b + h * vs_h
-        v_lo = tl.load(v + offs)
-        v_hi = tl.load(v + HALF + offs)
-        pos = (tl.load(len_ptr + b) - 1).to(tl.int64)
-        if (pos >= 0) & (pos < MAX_LEN):
-            if b < B_H:
-                kd = kh_ptr + b * stride_hb + h * stride_hh + pos * stride_hs
-                vd = vh_ptr + b * stride_hb + h * stride_hh + pos * stride_hs
-            else:
-                kd = kg_ptr + (b - B_H) * stride_gb + h * stride_gh + pos * stride_gs
-                vd = vg_ptr + (b - B_H) * stride_gb + h * stride_gh + pos * stride_gs
-            tl.store(kd + offs, lo)
-            tl.store(kd + HALF + offs, hi)
-            tl.store(vd + offs, v_lo)
-            tl.store(vd + HALF + offs, v_hi)
+        v_lo = tl.load(v + offs, mask=ok)
+        v_hi = tl.load(v + HALF + offs, mask=ok)
+        pos = (tl.load(len_ptr + b, mask=ok, other=0) - 1).to(tl.int64)
+        put = ok & (pos >= 0) & (pos < MAX_LEN)
+        host = put & (b < B_H)
+        hbm = put & (b >= B_H)
+        kd = kh_ptr + b * stride_hb + h * stride_hh + pos * stride_hs
+        vd = vh_ptr + b * stride_hb + h * stride_hh + pos * stride_hs
+        tl.store(kd + offs, lo, mask=host)
+        tl.store(kd + HALF + offs, hi, mask=host)
+        tl.store(vd + offs, v_lo, mask=host)
+        tl.store(vd + HALF + offs, v_hi, mask=host)
+        kd = kg_ptr + (b - B_H) * stride_gb + h * stride_gh + pos * stride_gs
+        vd = vg_ptr + (b - B_H) * stride_gb + h * stride_gh + pos * stride_gs
+        tl.store(kd + offs, lo, mask=hbm)
+        tl.store(kd + HALF + offs, hi, mask=hbm)
+        tl.store(vd + offs, v_lo, mask=hbm)
+        tl.store(vd + HALF + offs, v_hi, mask=hbm)
 
 
 def rotary_append(q, k, v, cos, sin, k_host, v_host, k_hbm, v_hbm, lengths):
@@ -76,9 +81,11 @@ def rotary_append(q, k, v, cos, sin, k_host, v_host, k_hbm, v_hbm, lengths):
     ko = torch.empty((b, hk, 1, d), dtype=k.dtype, device=k.device)
     kh, vh, kg, vg = store_sides(k_host, v_host, k_hbm, v_hbm)
     if b and (hq + hk):
-        _rotary_append_kernel[(b * (hq + hk),)](
-            q, k, v, cos, sin, qo, ko, lengths, kh, vh, kg, vg, b * hq, hq, hk, b_h, k_hbm.shape[2],
+        rows = rotary_rows()
+        q_progs, k_progs = triton.cdiv(b * hq, rows), triton.cdiv(b * hk, rows)
+        _rotary_append_kernel[(q_progs + k_progs,)](
+            q, k, v, cos, sin, qo, ko, lengths, kh, vh, kg, vg, b * hq, b * hk, q_progs, hq, hk, b_h, k_hbm.shape[2],
             q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
             0 if cos.shape[0] == 1 else cos.stride(0), *kh.stride()[:3], *kg.stride()[:3],
-            HALF=d // 2, num_warps=1, enable_fp_fusion=False)  # no FMA: round each product, as HF
+            HALF=d // 2, ROWS=rows, num_warps=1, enable_fp_fusion=False)  # no FMA: round each product, as HF
     return qo, ko
