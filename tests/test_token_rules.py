@@ -90,8 +90,12 @@ def hf_late(logits: torch.Tensor, t: int, width: int, final: int, eos, **kw) -> 
         begin = width + int(width == 1 and kw.get("forced_bos_token_id") is not None)
         procs.append(lp.SuppressTokensAtBeginLogitsProcessor(kw["begin_suppress_tokens"], begin, device="cpu"))
     for p in procs:
+        before = logits
         logits = p(ids, logits)
-    return logits
+        if isinstance(p, lp.ExponentialDecayLengthPenalty):  # transformers 5.17 adds inf * 0 or -inf + inf
+            far = ~torch.isfinite(before[:, p.eos_token_id])  # (nan) at a non-finite EOS logit; later ones
+            logits[:, p.eos_token_id] = torch.where(far, before[:, p.eos_token_id], logits[:, p.eos_token_id])
+    return logits  # leave it as it was, and so does dak
 
 
 def test_step_rules_are_hfs_on_random_settings():
