@@ -50,7 +50,7 @@ def generate(self, input_ids: torch.Tensor | None = None, max_new_tokens: int | 
     `logits_processor` (HF's LogitsProcessorList) and `prefix_allowed_tokens_fn` (HF's callable
     (prompt index, ids) -> allowed token ids) run on the host at every step, after dak's processors
     and before the sampling warpers, as in HF (dak.runtime.host_processors): uncaptured, they cost
-    an eager draw and a host sync a step."""
+    an eager draw a step (and a host sync where a processor reads a value)."""
     from dak.runtime.prompts import prompts_from_mask, resolve_lengths
     rules = {k: more.pop(k) for k in RULES if k in more}
     if more:

@@ -5,11 +5,11 @@ sampling warpers).
 Their code is arbitrary Python (it may read the ids on the host, index with Python lists, sync), so
 it cannot be captured: the decode graph then stops at the processed logits (Sampling.external), the
 caller's processors run eagerly on the real requests' rows, and the draw (greedy argmax or HF's
-warpers and a Gumbel-max draw) and the token write follow eagerly. Each step pays that eager work and a
-host sync (whatever the processors read). They see what HF's see: the (requests, input width + new
-tokens) ids, each prompt left-padded with the pad id as HF lays out a batch (dak keeps prompts
-right-padded), then the new tokens, a finished request's padded with the pad id as in HF; and the
-(requests, vocab) fp32 scores.
+warpers and a Gumbel-max draw) and the token write follow eagerly. Each step pays those launches
+(nothing here waits for the GPU; a processor that reads a value on the host does). They see what
+HF's see: the (requests, input width + new tokens) ids, each prompt left-padded with the pad id as HF
+lays out a batch (dak keeps prompts right-padded), then the new tokens, a finished request's padded
+with the pad id as in HF; and the (requests, vocab) fp32 scores.
 """
 
 from __future__ import annotations
