@@ -121,6 +121,43 @@ def test_forced_eos_forced_bos_and_the_eos_length_penalty(model):
         cfg.forced_eos_token_id, cfg.renormalize_logits = None, False
 
 
+def test_return_dict_keeps_hfs_scores_and_logits(model):
+    """return_dict_in_generate with output_scores / output_logits: a (requests, V) fp32 tensor a step. The
+    logits are the model's (a prefill of the prompt and the tokens before gives them again), the scores HF's
+    processors over them (greedy's tokens their argmax) and, sampling, HF's warpers after; a call that
+    ends early keeps as many steps as it returns."""
+    from transformers.generation import logits_process as lp
+    ids = torch.randint(3, 900, (2, 5), generator=torch.Generator().manual_seed(12))
+    plain = model.generate(ids, max_new_tokens=4, eos_token_id=None)
+    assert isinstance(plain, torch.Tensor)
+    out = model.generate(ids, max_new_tokens=4, eos_token_id=None, return_dict_in_generate=True, output_scores=True,
+                         output_logits=True, repetition_penalty=1.3, suppress_tokens=[7])
+    seq = out.sequences.cpu()
+    assert seq.shape == (2, 9) and len(out.scores) == len(out.logits) == 4
+    procs = [lp.RepetitionPenaltyLogitsProcessor(1.3), lp.SuppressTokensLogitsProcessor([7], device="cpu")]
+    for t, (scores, logits) in enumerate(zip(out.scores, out.logits)):
+        assert scores.shape == logits.shape == (2, model.config.vocab_size) and scores.dtype == torch.float32
+        want = logits.cpu()
+        for p in procs:
+            want = p(seq[:, :5 + t], want)
+        torch.testing.assert_close(scores.cpu(), want, rtol=0, atol=0)
+        assert torch.equal(scores.cpu().argmax(-1), seq[:, 5 + t])
+        if t == 2:  # the decode step's logits against a prefill of the same tokens
+            again = model.generate(seq[:, :5 + t], max_new_tokens=1, eos_token_id=None, return_dict_in_generate=True,
+                                   output_logits=True)
+            assert again.scores is None
+            torch.testing.assert_close(again.logits[0], logits, rtol=2e-2, atol=2e-2)
+    torch.manual_seed(0)
+    out = model.generate(ids, max_new_tokens=3, eos_token_id=None, do_sample=True, top_k=5,
+                         return_dict_in_generate=True, output_scores=True)
+    for t, scores in enumerate(out.scores):  # top-k 5 leaves 5 finite scores a row (no ties here), the token's one
+        assert (torch.isfinite(scores).sum(-1) == 5).all()
+        assert torch.isfinite(scores.gather(1, out.sequences[:, 5 + t, None].to(scores.device))).all()
+    eos = int(plain[0, 6])  # the first request ends at new token 1; the batch when both have ended
+    out = model.generate(ids, max_new_tokens=4, eos_token_id=eos, return_dict_in_generate=True, output_scores=True)
+    assert len(out.scores) == out.sequences.shape[1] - 5
+
+
 @pytest.mark.parametrize("kw, message", [
     (dict(logits_processor=lambda i, s: s), r"logits_processor must be a list of callables"),
     (dict(logits_processor=[3]), r"logits_processor must be a list of callables"),
@@ -131,6 +168,8 @@ def test_forced_eos_forced_bos_and_the_eos_length_penalty(model):
     (dict(prefix_allowed_tokens_fn=[1, 2]), r"prefix_allowed_tokens_fn must be a callable"),
     (dict(prefix_allowed_tokens_fn=lambda b, s: [1], forced_eos_token_id=3), r"not supported: HF applies the prefix"),
     (dict(exponential_decay_length_penalty=(1, 2.0), eos_token_id=None), r"this call has no eos_token_id"),
+    (dict(return_dict_in_generate=True, output_attentions=True), r"does not return attentions or hidden states"),
+    (dict(output_scores="yes"), r"output_scores must be True or False"),
 ])
 def test_bad_processors_are_refused(model, kw, message):
     if kw.get("logits_processor") == "rep":
@@ -154,10 +193,15 @@ def test_host_processors_and_step_rules_under_graphs():
             kw = dict(max_new_tokens=10, eos_token_id=[2], forced_eos_token_id=7,
                       exponential_decay_length_penalty=(3, 1.3), remove_invalid_values=True)
             out = [m.generate(ids, **kw).cpu(), m.generate(ids, logits_processor=[Forcing(4)], **kw).cpu()]
+            kept = m.generate(ids, return_dict_in_generate=True, output_scores=True, output_logits=True, **kw)
+            out += [kept.sequences.cpu(), torch.stack(kept.scores).cpu(), torch.stack(kept.logits).cpu()]
             assert m.dak_engine.graphs == graphs
             runs.append(out)
         finally:
             m.dak_free()
     assert torch.equal(runs[0][0], runs[1][0]) and torch.equal(runs[0][1], runs[1][1])
+    assert torch.equal(runs[0][2], runs[0][0]) and torch.equal(runs[1][2], runs[1][0])  # keeping changes no token
+    for i in (3, 4):  # the kept scores and logits: graphed as eager
+        torch.testing.assert_close(runs[0][i], runs[1][i], rtol=1e-3, atol=1e-3)
     # the caller's processors come after the forced EOS, as in HF: theirs is the last token too
     assert runs[0][1][:, 4:].tolist() == [[Forcing(4).token(t) for t in range(10)]] * 3

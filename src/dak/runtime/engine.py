@@ -40,6 +40,8 @@ class GenerateResult:
     steps: int
     stopped: tuple | None = None  # per request, the step of its EOS or stop string (None: ran on); None without either
     sampling: Sampling | None = None  # the decoding settings applied
+    scores: tuple | None = None  # per step, the (B, V) fp32 scores (processed, warped), when asked for
+    logits: tuple | None = None  # per step, the (B, V) fp32 logits before any processor, when asked for
 
 
 class Engine:
@@ -130,9 +132,10 @@ class Engine:
         """(batch, V + 1) bool: the tokens seen, under a repetition penalty (LogitsState)."""
         return self.state.seen
 
-    def _host_take(self, procs, t: int, s: Sampling) -> None:
-        """New token t drawn after the caller's logits processors (dak.runtime.host_processors)."""
-        self._take(draw(procs(t, self.state.held), s), s)
+    def _host_take(self, procs, t: int, s: Sampling, raw: torch.Tensor) -> None:
+        """New token t drawn after the caller's logits processors (dak.runtime.host_processors); `raw`
+        its logits before any processor."""
+        self._take(draw(procs(t, self.state.held, raw), s), s)
 
     def _take(self, tok: torch.Tensor, s: Sampling) -> None:
         """The next tokens into the static buffer (and the processors' state)."""
@@ -199,7 +202,7 @@ class Engine:
     def generate(self, ids: torch.Tensor, max_new_tokens: int, prompt_lengths: torch.Tensor | None = None,
                  sampling: Sampling = Sampling(), eos_token_id=None, pad_token_id=None,
                  on_token=None, min_new_tokens: int = 0, stop_strings=None, criteria=None,
-                 processors=None) -> GenerateResult:
+                 processors=None, outputs: tuple = (False, False)) -> GenerateResult:
         """Generate `max_new_tokens` tokens for each of the (B <= batch, L) prompts.
 
         eos_token_id (an id or a list): a request stops at its first EOS (later tokens are
@@ -211,7 +214,8 @@ class Engine:
         stop_strings: a dak.runtime.stop_strings.StopStrings (bound here to the prompts), or None.
         criteria: HF StoppingCriteria (a list; dak.runtime.stopping.EosStop calls them), or None.
         processors: HF LogitsProcessors (a list), run on the host each step after dak's own
-        (dak.runtime.host_processors), or None."""
+        (dak.runtime.host_processors), or None. outputs: (scores, logits), keep each step's (HF's
+        output_scores / output_logits; the step's draw then runs on the host too)."""
         ids, plen, b = self._check(ids, max_new_tokens, prompt_lengths)
         if isinstance(min_new_tokens, bool) or not isinstance(min_new_tokens, int) or min_new_tokens < 0:
             raise ValueError(f"min_new_tokens must be an integer >= 0, got {min_new_tokens!r}")
@@ -227,21 +231,22 @@ class Engine:
         sampling = replace(sampling, hold_eos=stop is not None and stop.pads and min_new_tokens > 0,
                            external=False)
         procs = None
-        if processors:
+        if processors or any(outputs):
             from dak.runtime.host_processors import HostProcessors, check_processors
             pad = int(stop.pad) if stop is not None else pad_token_id if isinstance(pad_token_id, int) else 0
-            procs = HostProcessors(check_processors(processors, sampling, min_new_tokens), ids[:b],
-                                   plen[:b].tolist(), max_new_tokens, pad)
+            procs = HostProcessors(check_processors(processors, sampling, min_new_tokens) or [], ids[:b],
+                                   plen[:b].tolist(), max_new_tokens, pad, *outputs, s=sampling)
             sampling = replace(sampling, external=True)
         self.prepare(sampling)
         out = torch.empty(self.batch, max_new_tokens, dtype=torch.long, device=self.device)
         self._sync()
         t0 = time.perf_counter()
         self.state.start(sampling, ids, plen, max_new_tokens, stop.eos if stop is not None else None, min_new_tokens)
-        held = self.state.process(self.prefill(ids, plen), sampling, self.kv.lengths)
+        raw = self.prefill(ids, plen)
+        held = self.state.process(raw, sampling, self.kv.lengths)
         if procs is not None:
             self.state.held.copy_(held)
-            self._host_take(procs, 0, sampling)
+            self._host_take(procs, 0, sampling, raw)
         else:
             self._take(draw(held, sampling), sampling)
         self._record(out, 0, stop, on_token, b, procs)
@@ -264,7 +269,7 @@ class Engine:
                         self.kv.set_copy_rows(need)
                     self._step(sampling)
                 if procs is not None:
-                    self._host_take(procs, t, sampling)
+                    self._host_take(procs, t, sampling, self.logits)
                 self._record(out, t, stop, on_token, b, procs)
                 if stop is not None and stop.finished(t):
                     steps = t
@@ -275,7 +280,8 @@ class Engine:
         t2 = time.perf_counter()
         cols = steps + 1 if stop is None else stop.length(steps + 1)
         return GenerateResult(out[:b, :cols], t1 - t0, (t2 - t1) / steps if steps else 0.0, steps,
-                              None if stop is None else stop.stopped_steps(), sampling)
+                              None if stop is None else stop.stopped_steps(), sampling,
+                              *(procs.kept(cols) if procs is not None else (None, None)))
 
     def _record(self, out: torch.Tensor, t: int, stop, on_token=None, b: int = 0, procs=None) -> None:
         if stop is None:

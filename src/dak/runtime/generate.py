@@ -8,8 +8,8 @@ from dataclasses import replace
 
 import torch
 
-from dak.runtime.generation_config import (RULES, UNSET, call_config, config_lengths, generation_ids,
-                                           min_new_for, return_sequences, rules_for, sampling_for)
+from dak.runtime.generation_config import (OUTPUTS, RULES, UNSET, call_config, config_lengths, generation_ids,
+                                           min_new_for, outputs_for, return_sequences, rules_for, sampling_for)
 from dak.runtime.stop_strings import StopStrings, check_stop_strings
 from dak.runtime.stopping import check_criteria
 
@@ -50,15 +50,21 @@ def generate(self, input_ids: torch.Tensor | None = None, max_new_tokens: int | 
     `logits_processor` (HF's LogitsProcessorList) and `prefix_allowed_tokens_fn` (HF's callable
     (prompt index, ids) -> allowed token ids) run on the host at every step, after dak's processors
     and before the sampling warpers, as in HF (dak.runtime.host_processors): uncaptured, they cost
-    an eager draw a step (and a host sync where a processor reads a value)."""
+    an eager draw a step (and a host sync where a processor reads a value).
+    `return_dict_in_generate` returns HF's GenerateDecoderOnlyOutput: `sequences`, and with
+    `output_scores` / `output_logits` a tuple of each step's (batch, vocab) fp32 scores (processed and,
+    sampling, warped, as HF's) / raw logits (each default the generation config's); keeping them runs
+    each step's draw on the host, as the processors above."""
     from dak.runtime.prompts import prompts_from_mask, resolve_lengths
     rules = {k: more.pop(k) for k in RULES if k in more}
+    outputs = {k: more.pop(k) for k in OUTPUTS if k in more}
     if more:
         raise ValueError(f"dak's generate does not support {sorted(more)}; it takes input_ids (or inputs), "
                          "max_new_tokens (or max_length), min_new_tokens (or min_length), do_sample, temperature, top_k, "
                          "top_p, min_p, typical_p, epsilon_cutoff, eta_cutoff, top_h, repetition_penalty, prompt_lengths, attention_mask, eos_token_id, pad_token_id, "
                          "streamer, stop_strings, tokenizer, stopping_criteria, max_time, generation_config, "
-                         "num_return_sequences, logits_processor, prefix_allowed_tokens_fn, " + ", ".join(RULES))
+                         "num_return_sequences, logits_processor, prefix_allowed_tokens_fn, "
+                         + ", ".join(RULES + OUTPUTS[:3]))
     model = call_config(self, generation_config)  # where settings not given come from
     max_new_tokens, max_length = config_lengths(model, max_new_tokens, max_length)
     input_ids, max_new_tokens = resolve_lengths(input_ids, inputs, max_new_tokens, max_length)
@@ -87,6 +93,7 @@ def generate(self, input_ids: torch.Tensor | None = None, max_new_tokens: int | 
                     raise ValueError(f"prompt_lengths must be {ids.shape[0] // k} values, one a prompt")
                 prompt_lengths = plen.repeat_interleave(k)
     processors = host_processors(logits_processor, prefix_allowed_tokens_fn, sampling, k)
+    as_dict, keep_scores, keep_logits = outputs_for(model, **outputs)
     stops = None if strings is None else StopStrings(strings, tokenizer)
     criteria = check_criteria(stopping_criteria)
     if max_time is UNSET:
@@ -107,12 +114,17 @@ def generate(self, input_ids: torch.Tensor | None = None, max_new_tokens: int | 
         res = self.dak_engine.generate(ids, max_new_tokens, prompt_lengths,
                                        sampling, eos_token_id, pad_token_id,
                                        on_token=None if streamer is None else stream, min_new_tokens=min_new,
-                                       stop_strings=stops, criteria=criteria, processors=processors)
+                                       stop_strings=stops, criteria=criteria, processors=processors,
+                                       outputs=(as_dict and keep_scores, as_dict and keep_logits))
     finally:
         if started:
             streamer.end()
     self.dak_last = res
-    return torch.cat([input_ids.to(res.tokens.device), res.tokens], dim=1)
+    sequences = torch.cat([input_ids.to(res.tokens.device), res.tokens], dim=1)
+    if not as_dict:
+        return sequences
+    from transformers.generation.utils import GenerateDecoderOnlyOutput
+    return GenerateDecoderOnlyOutput(sequences=sequences, scores=res.scores, logits=res.logits)
 
 
 def host_processors(logits_processor, prefix_allowed_tokens_fn, sampling, k: int) -> list | None:

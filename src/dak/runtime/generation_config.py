@@ -186,6 +186,28 @@ def rules_for(model, eos_token_id, width: int, **given):
     return token_rules(model.config.vocab_size, eos_token_id, width=width, where=where, **args)
 
 
+OUTPUTS = ("return_dict_in_generate", "output_scores", "output_logits", "output_attentions", "output_hidden_states")
+
+
+def outputs_for(model, **given) -> tuple[bool, bool, bool]:
+    """(return_dict_in_generate, output_scores, output_logits) of one generate call, each as given, else
+    the generation config's, else False (HF's); HF returns the scores and logits only in the dict.
+    Attentions and hidden states are not kept by dak's graphs: refused where they would be returned."""
+    args, from_config = settings(model, dict.fromkeys(OUTPUTS, False), given)
+    for name, value in args.items():
+        if not isinstance(value, bool):
+            where = f" ({gc_name(model)})" if name in from_config else ""
+            raise ValueError(f"{name}{where} must be True or False, got {value!r}")
+    if args["return_dict_in_generate"] and (args["output_attentions"] or args["output_hidden_states"]):
+        which = [k for k in ("output_attentions", "output_hidden_states") if args[k]]
+        where = f" ({gc_name(model)} set {', '.join(k for k in which if k in from_config)})" \
+            if set(which) & set(from_config) else ""
+        raise ValueError(f"dak's generate does not return attentions or hidden states ({', '.join(which)}"
+                         f"{where}): leave them False; it returns sequences, scores (output_scores) and logits "
+                         "(output_logits)")
+    return args["return_dict_in_generate"], args["output_scores"], args["output_logits"]
+
+
 def min_new_for(model, width: int, min_new_tokens=UNSET, min_length=UNSET) -> int:
     """New tokens before a request may end at EOS, as HF: min_new_tokens, and min_length (prompt
     + new, the prompt counted at the input's padded `width`), each as given, else the generation

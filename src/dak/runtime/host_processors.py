@@ -58,27 +58,46 @@ def check_processors(processors, sampling, min_new: int) -> list | None:
 
 class HostProcessors:
     """The caller's processors over one generate call: `ids` (real, width) right-padded prompts of
-    `plen` tokens; `pad` the id HF pads with."""
+    `plen` tokens; `pad` the id HF pads with. `scores` / `logits`: keep each step's scores (the
+    processed logits, after the warpers of a sampling `s`: HF's output_scores) / raw fp32 logits (HF's
+    output_logits) of the real requests, in `kept_scores` / `kept_logits`."""
 
-    def __init__(self, processors: list, ids: torch.Tensor, plen: list[int], max_new: int, pad: int):
+    def __init__(self, processors: list, ids: torch.Tensor, plen: list[int], max_new: int, pad: int,
+                 scores: bool = False, logits: bool = False, s=None):
         self.procs, self.real, self.width = processors, ids.shape[0], ids.shape[1]
         self.seq = torch.full((self.real, self.width + max_new), pad, dtype=torch.long, device=ids.device)
         for i, n in enumerate(plen):
             self.seq[i, self.width - n:self.width] = ids[i, :n]
+        self.sampling = s
+        self.kept_scores = [] if scores else None
+        self.kept_logits = [] if logits else None
 
-    def __call__(self, t: int, held: torch.Tensor) -> torch.Tensor:
+    def __call__(self, t: int, held: torch.Tensor, raw: torch.Tensor | None = None) -> torch.Tensor:
         """New token t's logits: the real rows of `held` (batch, V) fp32 through every processor, written
-        back into `held` (the padding rows of the static batch are left as they are)."""
-        ids, scores = self.seq[:, :self.width + t], held[:self.real].clone()
-        for p in self.procs:
-            got = p(ids, scores)
-            if not (isinstance(got, torch.Tensor) and tuple(got.shape) == tuple(scores.shape)
-                    and got.is_floating_point()):
-                raise ValueError(f"logits processor {p!r} returned {_describe(got)}; HF's LogitsProcessors "
-                                 f"return the (batch, vocab) float scores, here {tuple(scores.shape)}")
-            scores = got
-        held[:self.real] = scores.to(held.device, held.dtype)
+        back into `held` (the padding rows of the static batch are left as they are); `raw` the step's
+        logits before any processor (kept when asked for)."""
+        ids = self.seq[:, :self.width + t]
+        if self.procs:
+            scores = held[:self.real].clone()
+            for p in self.procs:
+                got = p(ids, scores)
+                if not (isinstance(got, torch.Tensor) and tuple(got.shape) == tuple(scores.shape)
+                        and got.is_floating_point()):
+                    raise ValueError(f"logits processor {p!r} returned {_describe(got)}; HF's LogitsProcessors "
+                                     f"return the (batch, vocab) float scores, here {tuple(scores.shape)}")
+                scores = got
+            held[:self.real] = scores.to(held.device, held.dtype)
+        if self.kept_scores is not None:
+            from dak.runtime.sampling import warp
+            kept = held[:self.real].clone()
+            self.kept_scores.append(warp(kept, self.sampling) if self.sampling.do_sample else kept)
+        if self.kept_logits is not None:
+            self.kept_logits.append(raw[:self.real].clone())
         return held
+
+    def kept(self, cols: int) -> tuple:
+        """(scores, logits): the first `cols` steps' of each, as tuples (None where not kept)."""
+        return tuple(None if k is None else tuple(k[:cols]) for k in (self.kept_scores, self.kept_logits))
 
     def record(self, t: int, col: torch.Tensor) -> None:
         """New token t of each real request as returned (a finished request's is the pad id)."""
