@@ -153,6 +153,11 @@ def test_return_dict_keeps_hfs_scores_and_logits(model):
     for t, scores in enumerate(out.scores):  # top-k 5 leaves 5 finite scores a row (no ties here), the token's one
         assert (torch.isfinite(scores).sum(-1) == 5).all()
         assert torch.isfinite(scores.gather(1, out.sequences[:, 5 + t, None].to(scores.device))).all()
+    again = model.generate(ids, max_new_tokens=3, eos_token_id=None, do_sample=True, top_k=5, renormalize_logits=True,
+                           return_dict_in_generate=True, output_scores=True)  # HF: a log-softmax after the warpers
+    for s in again.scores:
+        torch.testing.assert_close(s.exp().sum(-1), torch.ones(2, device=s.device))
+        assert (torch.isfinite(s).sum(-1) == 5).all()
     eos = int(plain[0, 6])  # the first request ends at new token 1; the batch when both have ended
     out = model.generate(ids, max_new_tokens=4, eos_token_id=eos, return_dict_in_generate=True, output_scores=True)
     assert len(out.scores) == out.sequences.shape[1] - 5

@@ -64,7 +64,7 @@ def generate(self, input_ids: torch.Tensor | None = None, max_new_tokens: int | 
                          "top_p, min_p, typical_p, epsilon_cutoff, eta_cutoff, top_h, repetition_penalty, prompt_lengths, attention_mask, eos_token_id, pad_token_id, "
                          "streamer, stop_strings, tokenizer, stopping_criteria, max_time, generation_config, "
                          "num_return_sequences, logits_processor, prefix_allowed_tokens_fn, "
-                         + ", ".join(RULES + OUTPUTS[:3]))
+                         + ", ".join(RULES + OUTPUTS[:4]))
     model = call_config(self, generation_config)  # where settings not given come from
     max_new_tokens, max_length = config_lengths(model, max_new_tokens, max_length)
     input_ids, max_new_tokens = resolve_lengths(input_ids, inputs, max_new_tokens, max_length)
@@ -93,7 +93,7 @@ def generate(self, input_ids: torch.Tensor | None = None, max_new_tokens: int | 
                     raise ValueError(f"prompt_lengths must be {ids.shape[0] // k} values, one a prompt")
                 prompt_lengths = plen.repeat_interleave(k)
     processors = host_processors(logits_processor, prefix_allowed_tokens_fn, sampling, k)
-    as_dict, keep_scores, keep_logits = outputs_for(model, **outputs)
+    as_dict, keep_scores, keep_logits, renormalize = outputs_for(model, **outputs)
     stops = None if strings is None else StopStrings(strings, tokenizer)
     criteria = check_criteria(stopping_criteria)
     if max_time is UNSET:
@@ -124,7 +124,8 @@ def generate(self, input_ids: torch.Tensor | None = None, max_new_tokens: int | 
     if not as_dict:
         return sequences
     from transformers.generation.utils import GenerateDecoderOnlyOutput
-    return GenerateDecoderOnlyOutput(sequences=sequences, scores=res.scores, logits=res.logits)
+    scores = res.scores if res.scores is None or not renormalize else tuple(s.log_softmax(-1) for s in res.scores)
+    return GenerateDecoderOnlyOutput(sequences=sequences, scores=scores, logits=res.logits)
 
 
 def host_processors(logits_processor, prefix_allowed_tokens_fn, sampling, k: int) -> list | None:

@@ -44,7 +44,7 @@ APPLIED = set(HF_DEFAULTS) | {"eos_token_id", "pad_token_id", "bos_token_id", "d
 # options without beams), or values that leave a processor off
 NO_EFFECT = {"use_cache", "cache_implementation", "cache_config", "compile_config", "disable_compile", "low_memory",
              "length_penalty", "early_stopping", "trust_remote_code", "is_assistant", "prefill_chunk_size",
-             "renormalize_logits"}  # a log-softmax after the warpers: the same argmax and the same distribution
+             "renormalize_logits"}  # a log-softmax after the warpers: the same tokens (applied to kept scores)
 NEUTRAL = {"num_beams": 1, "num_beam_groups": 1, "num_return_sequences": 1, "min_length": 0, "min_new_tokens": 0,
            "no_repeat_ngram_size": 0, "typical_p": 1.0, "epsilon_cutoff": 0.0, "eta_cutoff": 0.0, "min_p": 0.0,
            "diversity_penalty": 0.0, "encoder_repetition_penalty": 1.0, "guidance_scale": 1.0}
@@ -186,12 +186,14 @@ def rules_for(model, eos_token_id, width: int, **given):
     return token_rules(model.config.vocab_size, eos_token_id, width=width, where=where, **args)
 
 
-OUTPUTS = ("return_dict_in_generate", "output_scores", "output_logits", "output_attentions", "output_hidden_states")
+OUTPUTS = ("return_dict_in_generate", "output_scores", "output_logits", "renormalize_logits", "output_attentions",
+           "output_hidden_states")
 
 
-def outputs_for(model, **given) -> tuple[bool, bool, bool]:
-    """(return_dict_in_generate, output_scores, output_logits) of one generate call, each as given, else
-    the generation config's, else False (HF's); HF returns the scores and logits only in the dict.
+def outputs_for(model, **given) -> tuple[bool, bool, bool, bool]:
+    """(return_dict_in_generate, output_scores, output_logits, renormalize_logits) of one generate call,
+    each as given, else the generation config's, else False (HF's); HF returns the scores and logits only
+    in the dict, and renormalize_logits log-softmaxes the scores after the warpers (the tokens stay).
     Attentions and hidden states are not kept by dak's graphs: refused where they would be returned."""
     args, from_config = settings(model, dict.fromkeys(OUTPUTS, False), given)
     for name, value in args.items():
@@ -205,7 +207,7 @@ def outputs_for(model, **given) -> tuple[bool, bool, bool]:
         raise ValueError(f"dak's generate does not return attentions or hidden states ({', '.join(which)}"
                          f"{where}): leave them False; it returns sequences, scores (output_scores) and logits "
                          "(output_logits)")
-    return args["return_dict_in_generate"], args["output_scores"], args["output_logits"]
+    return args["return_dict_in_generate"], args["output_scores"], args["output_logits"], args["renormalize_logits"]
 
 
 def min_new_for(model, width: int, min_new_tokens=UNSET, min_length=UNSET) -> int:
