@@ -170,6 +170,8 @@ def test_return_dict_keeps_hfs_scores_and_logits(model):
     (dict(logits_processor=[lambda i, s: None]), r"returned None; HF's LogitsProcessors return the \(batch, vocab\)"),
     (dict(repetition_penalty=1.2, logits_processor="rep"), r"RepetitionPenaltyLogitsProcessor, and this call's "
                                                             r"repetition_penalty builds one too"),
+    (dict(exponential_decay_length_penalty=(1, 2.0), logits_processor="decay"),
+     r"ExponentialDecayLengthPenalty, and this call's exponential_decay_length_penalty builds one too"),
     (dict(prefix_allowed_tokens_fn=[1, 2]), r"prefix_allowed_tokens_fn must be a callable"),
     (dict(prefix_allowed_tokens_fn=lambda b, s: [1], forced_eos_token_id=3), r"not supported: HF applies the prefix"),
     (dict(exponential_decay_length_penalty=(1, 2.0), eos_token_id=None), r"this call has no eos_token_id"),
@@ -177,9 +179,11 @@ def test_return_dict_keeps_hfs_scores_and_logits(model):
     (dict(output_scores="yes"), r"output_scores must be True or False"),
 ])
 def test_bad_processors_are_refused(model, kw, message):
+    from transformers.generation import logits_process as lp
     if kw.get("logits_processor") == "rep":
-        from transformers.generation.logits_process import RepetitionPenaltyLogitsProcessor
-        kw["logits_processor"] = [RepetitionPenaltyLogitsProcessor(1.5)]
+        kw["logits_processor"] = [lp.RepetitionPenaltyLogitsProcessor(1.5)]
+    if kw.get("logits_processor") == "decay":
+        kw["logits_processor"] = [lp.ExponentialDecayLengthPenalty((1, 2.0), [2], 4)]
     ids = torch.randint(3, 900, (2, 4), generator=torch.Generator().manual_seed(1))
     with pytest.raises(ValueError, match=message):
         model.generate(ids, max_new_tokens=2, **dict(dict(eos_token_id=[2]), **kw))

@@ -38,16 +38,13 @@ def check_processors(processors, sampling, min_new: int) -> list | None:
     if not isinstance(processors, (list, tuple)) or not all(callable(p) for p in processors):
         raise ValueError("logits_processor must be a list of callables (HF's LogitsProcessorList of "
                          f"LogitsProcessor: processor(input_ids, scores) -> scores), got {processors!r}")
-    rules = sampling.rules
+    from dak.runtime.processors import Rules
+    r = sampling.rules or Rules()
     on = {"repetition_penalty": sampling.repetition_penalty != 1, "min_new_tokens / min_length": min_new > 0,
-          "no_repeat_ngram_size": rules is not None and rules.ngram > 0}
-    if rules is not None:
-        report = rules.report()
-        on.update({"bad_words_ids": bool(rules.bias), "sequence_bias": bool(rules.bias),
-                   "suppress_tokens": bool(rules.suppress), "begin_suppress_tokens": bool(rules.begin_suppress),
-                   "forced_bos_token_id": rules.forced_bos is not None, "forced_eos_token_id": bool(rules.forced_eos),
-                   "remove_invalid_values": rules.invalid,
-                   "exponential_decay_length_penalty": "exponential_decay_length_penalty" in report})
+          "no_repeat_ngram_size": r.ngram > 0, "bad_words_ids": bool(r.bias), "sequence_bias": bool(r.bias),
+          "suppress_tokens": bool(r.suppress), "begin_suppress_tokens": bool(r.begin_suppress),
+          "forced_bos_token_id": r.forced_bos is not None, "forced_eos_token_id": bool(r.forced_eos),
+          "remove_invalid_values": r.invalid, "exponential_decay_length_penalty": bool(r.decay)}
     for p in processors:
         setting = BUILT.get(type(p).__name__)
         if setting is not None and on.get(setting):
