@@ -234,7 +234,7 @@ class Engine:
         if processors or any(outputs):
             from dak.runtime.host_processors import HostProcessors, check_processors
             pad = int(stop.pad) if stop is not None else pad_token_id if isinstance(pad_token_id, int) else 0
-            procs = HostProcessors(check_processors(processors, sampling, min_new_tokens) or [], ids[:b],
+            procs = HostProcessors(check_processors(processors, sampling, min_new_tokens), ids[:b],
                                    plen[:b].tolist(), max_new_tokens, pad, *outputs, s=sampling)
             sampling = replace(sampling, external=True)
         self.prepare(sampling)

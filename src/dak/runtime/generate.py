@@ -10,6 +10,7 @@ import torch
 
 from dak.runtime.generation_config import (OUTPUTS, RULES, UNSET, call_config, config_lengths, generation_ids,
                                            min_new_for, outputs_for, return_sequences, rules_for, sampling_for)
+from dak.runtime.host_processors import host_processors
 from dak.runtime.stop_strings import StopStrings, check_stop_strings
 from dak.runtime.stopping import check_criteria
 
@@ -127,25 +128,3 @@ def generate(self, input_ids: torch.Tensor | None = None, max_new_tokens: int | 
     scores = res.scores if res.scores is None or not renormalize else tuple(s.log_softmax(-1) for s in res.scores)
     return GenerateDecoderOnlyOutput(sequences=sequences, scores=scores, logits=res.logits)
 
-
-def host_processors(logits_processor, prefix_allowed_tokens_fn, sampling, k: int) -> list | None:
-    """The processors run on the host: HF's PrefixConstrainedLogitsProcessor for
-    `prefix_allowed_tokens_fn` (its place in HF's list is before the forced BOS/EOS, which dak applies
-    in the graph, so the two are not taken together), then the caller's `logits_processor`."""
-    out = []
-    if prefix_allowed_tokens_fn is not None:
-        if not callable(prefix_allowed_tokens_fn):
-            raise ValueError("prefix_allowed_tokens_fn must be a callable (batch_id, input_ids) -> list of allowed "
-                             f"token ids, as in HF; got {prefix_allowed_tokens_fn!r}")
-        rules = sampling.rules
-        if rules is not None and (rules.forced_bos is not None or rules.forced_eos):
-            raise ValueError("prefix_allowed_tokens_fn with forced_bos_token_id / forced_eos_token_id is not "
-                             "supported: HF applies the prefix constraint first, dak after them; pass one or the other")
-        from transformers.generation.logits_process import PrefixConstrainedLogitsProcessor
-        out.append(PrefixConstrainedLogitsProcessor(prefix_allowed_tokens_fn, k))
-    if logits_processor is not None:
-        if not isinstance(logits_processor, (list, tuple)):
-            raise ValueError("logits_processor must be a list of callables (HF's LogitsProcessorList of "
-                             f"LogitsProcessor: processor(input_ids, scores) -> scores), got {logits_processor!r}")
-        out += list(logits_processor)
-    return out or None

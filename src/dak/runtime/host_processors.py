@@ -29,15 +29,40 @@ BUILT = {"RepetitionPenaltyLogitsProcessor": "repetition_penalty",
          "ExponentialDecayLengthPenalty": "exponential_decay_length_penalty"}
 
 
-def check_processors(processors, sampling, min_new: int) -> list | None:
+def as_list(processors) -> list:
     """HF's `logits_processor` (a LogitsProcessorList or a list of callables proc(input_ids, scores) ->
-    scores) as a list, None for none; a clear error for anything else, and for a processor of a class
-    generate also builds from a setting of this call."""
+    scores) as a list ([] for None); a clear error for anything else."""
     if processors is None:
-        return None
+        return []
     if not isinstance(processors, (list, tuple)) or not all(callable(p) for p in processors):
         raise ValueError("logits_processor must be a list of callables (HF's LogitsProcessorList of "
                          f"LogitsProcessor: processor(input_ids, scores) -> scores), got {processors!r}")
+    return list(processors)
+
+
+def host_processors(logits_processor, prefix_allowed_tokens_fn, sampling, k: int) -> list | None:
+    """What one generate call runs on the host: HF's PrefixConstrainedLogitsProcessor for
+    `prefix_allowed_tokens_fn` (batch_id = row // k, k copies of a prompt; its place in HF's list is
+    before the forced BOS/EOS, which dak applies in the graph, so the two are not taken together), then
+    the caller's `logits_processor`; None for neither."""
+    out = []
+    if prefix_allowed_tokens_fn is not None:
+        if not callable(prefix_allowed_tokens_fn):
+            raise ValueError("prefix_allowed_tokens_fn must be a callable (batch_id, input_ids) -> list of allowed "
+                             f"token ids, as in HF; got {prefix_allowed_tokens_fn!r}")
+        rules = sampling.rules
+        if rules is not None and (rules.forced_bos is not None or rules.forced_eos):
+            raise ValueError("prefix_allowed_tokens_fn with forced_bos_token_id / forced_eos_token_id is not "
+                             "supported: HF applies the prefix constraint first, dak after them; pass one or the other")
+        from transformers.generation.logits_process import PrefixConstrainedLogitsProcessor
+        out.append(PrefixConstrainedLogitsProcessor(prefix_allowed_tokens_fn, k))
+    return out + as_list(logits_processor) or None
+
+
+def check_processors(processors, sampling, min_new: int) -> list:
+    """`processors` (as_list's argument) as a list, refusing a processor of a class generate also
+    builds from a setting of this call."""
+    processors = as_list(processors)
     from dak.runtime.processors import Rules
     r = sampling.rules or Rules()
     on = {"repetition_penalty": sampling.repetition_penalty != 1, "min_new_tokens / min_length": min_new > 0,
@@ -50,7 +75,7 @@ def check_processors(processors, sampling, min_new: int) -> list | None:
         if setting is not None and on.get(setting):
             raise ValueError(f"logits_processor holds a {type(p).__name__}, and this call's {setting} builds one "
                              "too (HF would use yours in its place): pass the setting or the processor, not both")
-    return list(processors) or None
+    return processors
 
 
 class HostProcessors:

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 
 import torch
 
+from dak.runtime.stopping import token_ids
+
 
 @dataclass(frozen=True)
 class Rules:
@@ -59,7 +61,6 @@ def token_rules(vocab: int, eos_token_id=None, no_repeat_ngram_size=None, bad_wo
     the input's (padded) length, which decides whether forced_bos_token_id applies (HF: only to a
     1-token input)."""
     from transformers.generation import logits_process as lp
-    from dak.runtime.stopping import token_ids
     ngram = 0 if no_repeat_ngram_size is None else no_repeat_ngram_size
     if isinstance(ngram, bool) or not isinstance(ngram, int) or ngram < 0:
         raise ValueError(f"no_repeat_ngram_size must be an integer >= 0 (0 = off), got {ngram!r}{where}")
@@ -108,7 +109,6 @@ def _ids(name: str, value, where: str) -> tuple:
 
 def _decay(value, eos_token_id, vocab: int, where: str) -> tuple:
     """exponential_decay_length_penalty (start, factor) as (start, factor, eos ids), () for None."""
-    from dak.runtime.stopping import token_ids
     if value is None:
         return ()
     ok = (isinstance(value, (tuple, list)) and len(value) == 2 and isinstance(value[0], int)
