@@ -28,7 +28,7 @@ def saved_model(tmp_path_factory, family: str = "tiny-llama"):
 
 def make_checkpoints(tmp_path_factory):
     out = {}
-    for fam in ("tiny-llama", "tiny-opt", "tiny-qwen2", "tiny-mistral"):
+    for fam in ("tiny-llama", "tiny-opt", "tiny-qwen2", "tiny-mistral", "tiny-qwen3"):
         hf = hf_model(fam)
         path = tmp_path_factory.mktemp(fam)
         hf.save_pretrained(path)

@@ -286,3 +286,27 @@ def test_round_to_units_matches_adding_one_unit_at_a_time(seed):
         assert sum(o.host_bytes_for(k) for o, k in zip(ops, want)) >= R
         assert round_to_units(ops, xs, R, H200) == want
         assert round_to_units(ops, xs, R, H200, memo) == want
+
+
+def test_qk_norms_add_two_launches_a_layer_once():
+    """Qwen3 norms every head's q and k: its decode step is priced two launches a layer above the same
+    shapes without them, and a layer slope calibrated on it stores the other families' figure (the
+    launches are not counted twice)."""
+    import dataclasses
+
+    from dak.calibrate.overhead import planned_layer_slope
+    from dak.planner.overhead import step_overhead
+    spec, w = load_spec("qwen3-8b"), Workload("decode", 8, 32, 32)
+    plain = dataclasses.replace(spec, qk_norm=False)
+    extra = step_overhead(spec, w, H200) - step_overhead(plain, w, H200)
+    assert H200.unfused_op_overhead_s > 0
+    assert extra == pytest.approx(spec.num_layers * 2 * H200.unfused_op_overhead_s)
+    assert step_overhead(spec, Workload("prefill", 8, 32, 0), H200) == 0.0
+    budget = int(sum(op.bytes for op in list_operators(spec, w)) * 0.97)
+    a, b = plan(spec, w, H200, budget), plan(plain, w, H200, budget)
+    assert [o.host_units for o in a.ops] == [o.host_units for o in b.ops] and a.step_time_s == b.step_time_s
+    assert a.overhead_s - b.overhead_s == pytest.approx(extra)
+    tiny = Workload("decode", 4, 16, 8)
+    q3, llama = (planned_layer_slope(m, tiny, H200) for m in ("tiny-qwen3", "tiny-llama"))
+    ops_only = planned_layer_slope("tiny-qwen3", tiny, dataclasses.replace(H200, unfused_op_overhead_s=0.0))
+    assert q3 - ops_only == pytest.approx(2 * H200.unfused_op_overhead_s) and llama > 0

@@ -1,6 +1,6 @@
 """End to end on the CPU (Triton interpreter): dak.offload of tiny HF models against HF eager.
 
-Every family (Llama, OPT, Qwen2, Mistral; 2 layers) is saved as a safetensors checkpoint,
+Every family (Llama, OPT, Qwen2, Mistral, Qwen3; 2 layers) is saved as a safetensors checkpoint,
 offloaded at host shares 0, ~0.3 and 1, and its greedy tokens compared with HF's eager
 generate. fp16 keeps exact ties rare; a remaining mismatch is accepted only where HF's own
 logits tie to within two fp16 steps (checked by teacher forcing HF on dak's tokens).
@@ -24,7 +24,7 @@ def checkpoints(tmp_path_factory):
     return make_checkpoints(tmp_path_factory)
 
 
-@pytest.mark.parametrize("family", ["tiny-llama", "tiny-opt", "tiny-qwen2", "tiny-mistral"])
+@pytest.mark.parametrize("family", ["tiny-llama", "tiny-opt", "tiny-qwen2", "tiny-mistral", "tiny-qwen3"])
 @pytest.mark.parametrize("ratio", [0.0, 0.3, 1.0])
 def test_greedy_tokens_match_hf_eager(checkpoints, family, ratio):
     hf, path = checkpoints[family]
@@ -213,7 +213,7 @@ def test_attention_mask_left_or_right_padding_continues_each_prompt(checkpoints)
     model.dak_free()
 
 
-@pytest.mark.parametrize("family", ["tiny-llama", "tiny-opt"])
+@pytest.mark.parametrize("family", ["tiny-llama", "tiny-opt", "tiny-qwen3"])
 def test_forward_gives_hf_logits_with_and_without_padding(checkpoints, family):
     """model(ids) scores whole sequences (e.g. perplexity) as HF does, padding masks included,
     through the split linears; generate afterwards still runs dak's own attention."""

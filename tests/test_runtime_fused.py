@@ -98,7 +98,8 @@ def test_opt_q_scaling_in_the_qkv_gemv_matches_hf(checkpoints, ratio, monkeypatc
     model.dak_free()
 
 
-@pytest.mark.parametrize("family,ratio", [("tiny-llama", 0.0), ("tiny-qwen2", 0.3), ("tiny-mistral", 1.0)])
+@pytest.mark.parametrize("family,ratio", [("tiny-llama", 0.0), ("tiny-qwen2", 0.3), ("tiny-mistral", 1.0),
+                                          ("tiny-qwen3", 0.3)])
 def test_rotary_with_the_kv_append_matches_hf(checkpoints, family, ratio, monkeypatch):
     """By default ($DAK_ROTARY_KV unset) each decode step rotates q and k inside the KV append's launch (host
     requests and KV copy-ahead included at 0.3 and 1); HF's greedy tokens (or its ties)."""

@@ -13,7 +13,7 @@ from runtime_checks import PROMPT, check_tokens as _check_tokens, hf_model as _h
 from test_state_dict import _perturbed
 
 pytestmark = pytest.mark.gpu
-FAMILIES = ["tiny-llama", "tiny-opt", "tiny-qwen2", "tiny-mistral"]
+FAMILIES = ["tiny-llama", "tiny-opt", "tiny-qwen2", "tiny-mistral", "tiny-qwen3"]
 
 
 @pytest.fixture(scope="module")

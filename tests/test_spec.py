@@ -12,6 +12,8 @@ PUBLISHED_PARAMS = {
     "llama-3-8b": 8_030_261_248,
     "mistral-7b": 7_241_732_096,
     "qwen2.5-7b": 7_615_616_512,
+    "qwen3-8b": 8_190_735_360,
+    "qwen3-32b": 32_762_123_264,
 }
 
 
@@ -42,6 +44,11 @@ def test_golden_config_values():
     assert o.learned_positions == 2048 + 2 and o.tie_word_embeddings and o.qkv_bias and o.mlp_bias
     assert not o.gated_mlp and o.intermediate_size == 16384
     assert load_spec("tiny-llama").num_kv_heads < load_spec("tiny-llama").num_heads
+    q3 = load_spec("qwen3-32b")
+    assert (q3.hidden_size, q3.q_dim, q3.kv_dim, q3.num_layers) == (5120, 8192, 1024, 64)
+    assert q3.qk_norm and not q3.qkv_bias and not q3.o_bias and q3.norm_params_per_layer == 2 * 5120 + 2 * 128
+    assert not any(load_spec(n).qk_norm for n in ("llama-3-8b", "qwen2.5-7b", "mistral-7b", "opt-6.7b"))
+    assert load_spec("tiny-qwen3").q_dim > load_spec("tiny-qwen3").hidden_size  # as Qwen3-32B's
 
 
 def test_all_builtins_parse_and_are_hf_complete():
@@ -50,12 +57,12 @@ def test_all_builtins_parse_and_are_hf_complete():
         assert s.num_layers >= 1
         for key in ("model_type", "architectures", "torch_dtype", "vocab_size", "hidden_size"):
             assert key in cfg, (name, key)
-    for name in ("tiny-llama", "tiny-opt", "tiny-qwen2", "tiny-mistral"):
+    for name in ("tiny-llama", "tiny-opt", "tiny-qwen2", "tiny-mistral", "tiny-qwen3"):
         s = load_spec(name)
         assert 2 <= s.num_layers <= 4 and 64 <= s.hidden_size <= 128
 
 
-@pytest.mark.parametrize("name", ["tiny-llama", "tiny-opt", "tiny-qwen2", "tiny-mistral"])
+@pytest.mark.parametrize("name", ["tiny-llama", "tiny-opt", "tiny-qwen2", "tiny-mistral", "tiny-qwen3"])
 def test_tiny_configs_instantiate_in_transformers(name):
     transformers = pytest.importorskip("transformers")
     torch = pytest.importorskip("torch")

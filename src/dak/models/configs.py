@@ -2,7 +2,7 @@
 
 Values are copied from the published configs of each checkpoint.  The ``tiny-*``
 entries are small but valid HF configs with deliberately odd sizes (and GQA in
-tiny-llama / tiny-qwen2 / tiny-mistral) so tests can instantiate them with
+tiny-llama / tiny-qwen2 / tiny-mistral / tiny-qwen3) so tests can instantiate them with
 random weights in ``transformers``.
 """
 
@@ -56,6 +56,21 @@ def _qwen2(hidden, inter, layers, heads, kv, vocab, max_pos, **extra):
     return cfg
 
 
+def _qwen3(hidden, inter, layers, heads, kv, head_dim, vocab, max_pos, tie, **extra):
+    cfg = {
+        "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3",
+        "hidden_size": hidden, "intermediate_size": inter, "num_hidden_layers": layers,
+        "num_attention_heads": heads, "num_key_value_heads": kv, "head_dim": head_dim, "vocab_size": vocab,
+        "max_position_embeddings": max_pos, "rope_theta": 1000000.0, "rms_norm_eps": 1e-6,
+        "hidden_act": "silu", "attention_bias": False, "tie_word_embeddings": tie, "torch_dtype": "bfloat16",
+        "sliding_window": None, "use_sliding_window": False, "max_window_layers": layers,
+        "attention_dropout": 0.0, "initializer_range": 0.02,
+        "bos_token_id": 151643, "eos_token_id": 151645, "use_cache": True,
+    }
+    cfg.update(extra)
+    return cfg
+
+
 def _mistral(hidden, inter, layers, heads, kv, vocab, max_pos, window, **extra):
     cfg = {
         "architectures": ["MistralForCausalLM"], "model_type": "mistral",
@@ -82,6 +97,8 @@ BUILTIN_CONFIGS: dict[str, dict] = {
     "qwen2.5-7b": _qwen2(3584, 18944, 28, 28, 4, 152064, 32768,
                          sliding_window=131072, max_window_layers=28),
     "mistral-7b": _mistral(4096, 14336, 32, 32, 8, 32000, 32768, 4096),
+    "qwen3-8b": _qwen3(4096, 12288, 36, 32, 8, 128, 151936, 40960, False),
+    "qwen3-32b": _qwen3(5120, 25600, 64, 64, 8, 128, 151936, 40960, False),
     # Tiny test models: head_dim 16 or 20, odd vocab/intermediate sizes.
     "tiny-llama": _llama(96, 200, 3, 6, 2, 1001, 512, 10000.0, "float32",
                          pad_token_id=0),
@@ -89,6 +106,9 @@ BUILTIN_CONFIGS: dict[str, dict] = {
     "tiny-qwen2": _qwen2(112, 232, 3, 7, 1, 997, 512, torch_dtype="float32",
                          bos_token_id=1, eos_token_id=2),
     "tiny-mistral": _mistral(64, 176, 4, 4, 2, 999, 512, 256, torch_dtype="float32"),
+    # q_dim (5 x 32 = 160) wider than hidden (80), as Qwen3-32B's; tied embeddings, as the small Qwen3s
+    "tiny-qwen3": _qwen3(80, 184, 3, 5, 1, 32, 1009, 512, True, torch_dtype="float32",
+                         bos_token_id=1, eos_token_id=2),
 }
 
 

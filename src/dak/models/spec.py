@@ -1,7 +1,7 @@
 """``ModelSpec``: the architecture numbers the planner needs, parsed from an HF config.
 
 Supported ``model_type``: opt, llama (Llama 2 and 3, GQA through
-``num_key_value_heads``), mistral, qwen2.  Sizes are counts of elements, not bytes.
+``num_key_value_heads``), mistral, qwen2, qwen3 (dense: RMSNorm of every head's q and k).  Sizes are counts of elements, not bytes.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from ..jsonfile import load_json
 from .configs import BUILTIN_CONFIGS, builtin_config
 
-SUPPORTED_MODEL_TYPES = ("opt", "llama", "mistral", "qwen2")
+SUPPORTED_MODEL_TYPES = ("opt", "llama", "mistral", "qwen2", "qwen3")
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,7 @@ class ModelSpec:
     learned_positions: int          # rows of the learned positional table (OPT: max_pos + 2), else 0
     norm_params_per_layer: int      # elements of the layer norms in one layer
     final_norm_params: int
+    qk_norm: bool = False           # an RMSNorm over every head's q and k before the rotary (Qwen3)
 
     @property
     def q_dim(self) -> int:
@@ -107,8 +108,12 @@ class ModelSpec:
                              f"by 'num_attention_heads' ({heads}) and no 'head_dim' is given")
         else:
             head_dim = hidden // heads
+        norms = 2 * hidden
         if mt == "qwen2":
             qkv_bias, o_bias, mlp_bias = True, False, False
+        elif mt == "qwen3":  # q_norm and k_norm: one RMSNorm weight of head_dim each
+            qkv_bias = o_bias = bool(cfg.get("attention_bias", False))
+            mlp_bias, norms = False, 2 * hidden + 2 * head_dim
         elif mt == "llama":
             qkv_bias = o_bias = bool(cfg.get("attention_bias", False))
             mlp_bias = bool(cfg.get("mlp_bias", False))
@@ -119,8 +124,8 @@ class ModelSpec:
                    vocab_size=vocab, max_position_embeddings=max_pos, qkv_bias=qkv_bias,
                    o_bias=o_bias, mlp_bias=mlp_bias, gated_mlp=True,
                    tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
-                   learned_positions=0, norm_params_per_layer=2 * hidden,
-                   final_norm_params=hidden)
+                   learned_positions=0, norm_params_per_layer=norms,
+                   final_norm_params=hidden, qk_norm=mt == "qwen3")
 
 
 def load_config(name_or_path: str) -> tuple[str, dict]:

@@ -2,7 +2,7 @@
 
 * ``step_overhead``: the small kernels between operators, layers x ``layer_overhead_s``
   (measured with q/k/v and gate/up fused; ``fused_layer_overhead_s`` for the Llama-family layers
-  dak fuses, see ``layer_overhead``), plus ``unfused_op_overhead_s`` per extra launch where a
+  dak fuses, see ``layer_overhead``; Qwen3's q and k norms add two launches a layer), plus ``unfused_op_overhead_s`` per extra launch where a
   fusion is lost (``fusion_overhead``): a projection group that is not fused (fusion off, or a
   member holds host rows; dak.nn.fused_proj fuses a group only when every member is all-HBM),
   and a GEMV epilogue whose operator is split (SiLU * up, OPT's ReLU and residual add).
@@ -42,8 +42,13 @@ def layer_overhead(spec: ModelSpec, profile: HardwareProfile) -> float:
 
 
 def step_overhead(spec: ModelSpec, workload: Workload, profile: HardwareProfile) -> float:
-    """Decode-step time outside the planned operators: layers x layer_overhead(spec, profile)."""
-    return spec.num_layers * layer_overhead(spec, profile) if workload.phase == "decode" else 0.0
+    """Decode-step time outside the planned operators: layers x layer_overhead(spec, profile), and
+    for a model that norms every head's q and k (Qwen3, `spec.qk_norm`) two launches more a layer,
+    each unfused_op_overhead_s (an estimate: the overheads were fitted on models without them)."""
+    if workload.phase != "decode":
+        return 0.0
+    per_layer = layer_overhead(spec, profile) + (2 * profile.unfused_op_overhead_s if spec.qk_norm else 0.0)
+    return spec.num_layers * per_layer
 
 
 # the member set an all-HBM GEMV epilogue needs whole in HBM -> a kind its layer must have (its family), if any:

@@ -40,7 +40,7 @@ from dak.runtime.fused_opt import fusable_opt_layer, opt_layer_forward, opt_laye
 from dak.runtime.kv import ROTARY_PENDING
 from dak.runtime_env import env_flag, fused_layer_enabled, interpreting
 
-RMS_NORMS = ("LlamaRMSNorm", "MistralRMSNorm", "Qwen2RMSNorm")
+RMS_NORMS = ("LlamaRMSNorm", "MistralRMSNorm", "Qwen2RMSNorm", "Qwen3RMSNorm")
 SILU = ("SiLU", "SiLUActivation")  # torch's and transformers' own (x * sigmoid(x) either way)
 _ON = contextvars.ContextVar("dak_fused_rotary", default=False)
 _DEFER_ROTARY = contextvars.ContextVar("dak_defer_rotary", default=False)
