@@ -156,12 +156,12 @@ def test_prompt_with_a_folder_without_tokenizer_files_says_so(tmp_path, capsys):
 
 
 def test_position_limits_hold_in_plan_offload_and_the_cpu_stand_in(capsys):
-    """A sliding window the run outgrows and learned positions past their table are errors in `dak plan` as in
-    dak.offload (plan accepted them); a rotary model past its trained positions is warned about everywhere; the
-    CPU stand-in of `dak generate` checks the requested model's limits, not the stand-in's."""
-    assert "sliding window of 4096 tokens" in _err(capsys, ["plan", "--model", "mistral-7b", "--prompt-len", "4000",
-                                                            "--gen-len", "97"])
-    assert main(["plan", "--model", "mistral-7b", "--prompt-len", "4000", "--gen-len", "96"]) == 0  # at the window
+    """Learned positions past their table are errors in `dak plan` as in dak.offload (plan accepted them); a rotary
+    model past its trained positions is warned about everywhere; the CPU stand-in of `dak generate` checks the
+    requested model's limits, not the stand-in's. A run past a sliding window is planned (attended as HF does)."""
+    capsys.readouterr()
+    assert main(["plan", "--model", "mistral-7b", "--prompt-len", "4000", "--gen-len", "97"]) == 0  # past the window
+    assert "error" not in capsys.readouterr().err
     assert "opt-6.7b's max_position_embeddings 2048" in _err(capsys, ["plan", "--model", "opt-6.7b",
                                                                       "--prompt-len", "2000", "--gen-len", "49"])
     capsys.readouterr()
@@ -173,8 +173,6 @@ def test_position_limits_hold_in_plan_offload_and_the_cpu_stand_in(capsys):
         assert "opt-6.7b's max_position_embeddings 2048" in _err(
             capsys, ["generate", "--model", "opt-6.7b", "--prompt-len", "2040", "--gen-len", "9"])
     before = dak.host.pinned_bytes()
-    with pytest.raises(ValueError, match="sliding window of 256 tokens"):
-        dak.offload("tiny-mistral", batch=1, prompt_len=250, gen_len=7)
     with pytest.raises(ValueError, match="tiny-opt's max_position_embeddings 256"):
         dak.offload("tiny-opt", batch=1, prompt_len=250, gen_len=7)
     assert dak.host.pinned_bytes() == before

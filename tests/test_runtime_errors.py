@@ -89,21 +89,29 @@ def test_infeasible_streamed_plan_is_refused_before_allocating():
     assert pinned_bytes() == before
 
 
-def test_a_sliding_window_shorter_than_the_cache_is_refused():
-    """tiny-mistral attends through a 256-token window; dak's attention is full: up to the window
-    they agree, beyond it dak refuses (Qwen2 only when its config turns the window on)."""
-    from dak.models.spec import check_window
-    before = pinned_bytes()
-    with pytest.raises(ValueError, match="sliding window of 256 tokens.*max_len 257 must be <= 256"):
-        dak.offload("tiny-mistral", batch=1, max_len=257)
-    assert pinned_bytes() == before
-    check_window({"model_type": "mistral", "sliding_window": 256}, 256, "m")
-    check_window({"model_type": "mistral", "sliding_window": None}, 10**6, "m")
-    check_window({"model_type": "qwen2", "sliding_window": 64, "use_sliding_window": False}, 1000, "q")
-    with pytest.raises(ValueError, match="sliding window of 64"):
-        check_window({"model_type": "qwen2", "sliding_window": 64, "use_sliding_window": True}, 1000, "q")
-    with pytest.raises(ValueError, match="sliding window of 64"):
-        check_window({"model_type": "llama", "sliding_window": 64, "layer_types": ["sliding_attention"]}, 65, "x")
+def test_sliding_layers_are_hfs():
+    """The layers that attend through a sliding window, as HF's modules do: all of Mistral's, Qwen2/Qwen3's from
+    max_window_layers on when use_sliding_window is set, an explicit layer_types list; none for Llama (HF's Llama
+    attends in full whatever its config says) or without a window."""
+    from dak.models.spec import load_spec, sliding_layers
+    assert sliding_layers({"model_type": "mistral", "sliding_window": 256}, 3) == (256, (0, 1, 2))
+    assert sliding_layers({"model_type": "mistral", "sliding_window": None}, 3) == (0, ())
+    assert sliding_layers({"model_type": "qwen2", "sliding_window": 64, "use_sliding_window": False}, 4) == (0, ())
+    assert sliding_layers({"model_type": "qwen2", "sliding_window": 64, "use_sliding_window": True,
+                           "max_window_layers": 2}, 4) == (64, (2, 3))
+    assert sliding_layers({"model_type": "qwen3", "sliding_window": 64, "layer_types": [
+        "full_attention", "sliding_attention", "full_attention"]}, 3) == (64, (1,))
+    assert sliding_layers({"model_type": "llama", "sliding_window": 64, "layer_types": ["sliding_attention"]}, 1) == (0, ())
+    spec = load_spec("mistral-7b")
+    assert spec.window_at(0) == spec.window_at(31) == 4096 and load_spec("qwen2.5-7b").window_at(27) == 0
+    from dak.models.ops import Workload, list_operators
+    w = Workload("decode", 8, 8000, 64)  # past the window: each step reads 4096 keys a request
+    att = [op for op in list_operators(spec, w) if op.kind == "attention"]
+    per_key = spec.kv_elements_per_token() * w.dtype_bytes * w.batch
+    assert len(att) == 32 and all(op.traffic == per_key * 4096 for op in att)
+    assert all(op.bytes == per_key * (8000 + 64) for op in att)  # the cache still holds every position
+    short = Workload("decode", 8, 2000, 64)  # inside it: the whole context, as without a window
+    assert [op.traffic for op in list_operators(spec, short) if op.kind == "attention"][0] == per_key * short.context
 
 
 def test_unsupported_architecture(tmp_path):

@@ -27,7 +27,7 @@ def _pinned(t):
 
 
 def _case(batch, b_h, hq, hkv, s, d, dtype, lengths, tma=False, cfg_kw=None, bq=None, seed=0,
-          scale=None, staging=0, rows=None, q_slice=False):
+          scale=None, staging=0, rows=None, q_slice=False, window=None):
     g = torch.Generator().manual_seed(seed)
     bq = batch if bq is None else bq
     k = torch.randn(batch, hkv, s, d, generator=g).to(dtype)
@@ -41,6 +41,8 @@ def _case(batch, b_h, hq, hkv, s, d, dtype, lengths, tma=False, cfg_kw=None, bq=
         assert not qd.is_contiguous()
     lengths = torch.tensor(lengths, dtype=torch.int32)
     past = torch.arange(s)[None, :] >= lengths.long()[:, None]  # cache rows past each length: NaN
+    if window:  # keys before each request's window: NaN too (a kernel that reads them unmasked fails)
+        past |= torch.arange(s)[None, :] < lengths.long()[:, None] - window
     k[past[:, None, :, None].expand_as(k)] = float("nan")
     v[past[:, None, :, None].expand_as(v)] = float("nan")
     (kh, bk), (vh, bv) = _pinned(k[:b_h]), _pinned(v[:b_h])
@@ -54,15 +56,15 @@ def _case(batch, b_h, hq, hkv, s, d, dtype, lengths, tma=False, cfg_kw=None, bq=
     if staging:  # copy-engine path; staging poisoned too
         st = tuple(torch.full((staging, hkv, s, d), float("nan"), dtype=dtype, device=DEV) for _ in range(2))
         res = split_attention_ce(qd, kh, vh, kg, vg, lengths.to(DEV), cfg, 4, st, scale=scale, out=out,
-                                 rows=rows)
+                                 rows=rows, window=window)
         if rows is not None and rows < s:  # only positions [0, rows) crossed the link
             n_ce = max(1, round(cfg.ce_share * min(bq, b_h)))
             assert all(t[:n_ce, :, rows:].isnan().all() and not t[:n_ce, :, :1].isnan().any() for t in st)
     else:
-        res = split_attention(qd, kh, vh, kg, vg, lengths.to(DEV), cfg, scale=scale, out=out)
+        res = split_attention(qd, kh, vh, kg, vg, lengths.to(DEV), cfg, scale=scale, out=out, window=window)
     assert res is out
     assert not out.isnan().any(), "some outputs were never written"
-    ref = reference_attention(q, k, v, lengths, scale)
+    ref = reference_attention(q, k, v, lengths, scale, window)
     err = rel_err(out.cpu(), ref)
     assert err < TOL[dtype], f"rel err {err} for {batch=} {b_h=} {hq=} {hkv=} {s=} {d=} {dtype} {cfg}"
     return out
@@ -90,6 +92,18 @@ def test_many_splits_merge(tma):
     """Forced splits on both sides (partials + merge kernel), GQA 8, one request shorter than a split."""
     _case(3, 2, 8, 1, 1000, 64, FP, [1000, 1, 255], tma=tma,
           cfg_kw=dict(block_n=32, host_programs=2, host_splits=3, hbm_splits=5), seed=3)
+
+
+@pytest.mark.parametrize("tma", [False, True])
+@pytest.mark.parametrize("window", [1, 7, 32, 100])
+def test_sliding_window(window, tma):
+    """Each request attends its last `window` keys only (the earlier ones are NaN here): windows shorter than a
+    tile (1, 7), one tile (32), past some lengths (100); split on both sides, then through the copy engine."""
+    lengths = [1000, 1, 255, 33, 7, 100]
+    _case(6, 3, 8, 2, 1000, 64, BF, lengths, tma=tma, window=window, seed=window,
+          cfg_kw=dict(block_n=32, host_programs=2, host_splits=3, hbm_splits=2))
+    _case(6, 3, 4, 4, 1000, 64, FP, lengths, tma=tma, window=window, seed=window + 1,
+          cfg_kw=dict(block_n=32, ce_share=1.0, ce_chunks=2), staging=3)
 
 
 @pytest.mark.parametrize("share,chunks", [(1.0, 1), (1.0, 3), (0.5, 2)])
@@ -224,6 +238,9 @@ def test_rejects_bad_out_and_config():
                {"hbm_splits": 0}, {"host_splits": 1000}):
         with pytest.raises(ValueError):
             AttentionConfig(**kw)
+    for window in (-1, True, 2.5, "8"):
+        with pytest.raises(ValueError, match="window must be a positive number of keys"):
+            split_attention(*args, cfg, window=window)
 
 
 def test_the_planner_copies_ahead_exactly_the_host_parts_the_untuned_config_stages(monkeypatch):

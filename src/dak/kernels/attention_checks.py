@@ -87,3 +87,12 @@ def check_attention_args(q, k_host, v_host, k_hbm, v_hbm, lengths, out, validate
         raise ValueError(f"out must be a ({bq}, {hq}, {d}) {q.dtype} tensor on {q.device} with a "
                          f"contiguous last axis, got {tuple(out.shape)} {out.dtype} on {out.device}")
     return bq, hq, d, b_h, kv_heads, s
+
+
+def check_window(window) -> int:
+    """A sliding window as the kernel takes it: a positive key count, or 0 for none (None, 0)."""
+    if window is None:
+        return 0
+    if isinstance(window, bool) or not isinstance(window, int) or window < 0:
+        raise ValueError(f"window must be a positive number of keys (or None/0 for full attention), got {window!r}")
+    return window

@@ -27,7 +27,7 @@ import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from dak.kernels.attention_config import AttentionConfig, group_rows, next_pow2
-from dak.kernels.attention_checks import check_attention_args
+from dak.kernels.attention_checks import check_attention_args, check_window
 from dak.runtime_env import interpreting
 
 LOG2E = 1.4426950408889634
@@ -35,20 +35,24 @@ LOG2E = 1.4426950408889634
 
 @triton.jit
 def _item(q_ptr, k_ptr, v_ptr, k_desc, v_desc, len_ptr, o_ptr, acc_ptr, ml_ptr,
-          item, req0, KV_HEADS, GROUP, MAX_LEN, N_SPLITS, scale_log2,
+          item, req0, KV_HEADS, GROUP, MAX_LEN, N_SPLITS, scale_log2, WINDOW,
           stride_qb, stride_qh, stride_kb, stride_kh, stride_ks, stride_vb, stride_vh, stride_vs,
           stride_ob, stride_oh, stride_pb, stride_ph, stride_ps,
           USE_TMA: tl.constexpr, DIRECT: tl.constexpr, BLOCK_N: tl.constexpr,
           HEAD_DIM: tl.constexpr, GROUP_PAD: tl.constexpr, NUM_STAGES: tl.constexpr,
           DOT_F32: tl.constexpr):
-    """Attend one item (request, kv head, split) of one side; req0 = first global request of the side."""
+    """Attend one item (request, kv head, split) of one side; req0 = first global request of the side.
+    WINDOW > 0: only the request's last WINDOW keys (a sliding window; the tiles stay aligned to BLOCK_N
+    and keys before the window are masked)."""
     split = item % N_SPLITS
     kvh = (item // N_SPLITS) % KV_HEADS
     req = item // (N_SPLITS * KV_HEADS)  # index within this side's buffers
     b = req0 + req                         # global request index
     seq = tl.minimum(tl.maximum(tl.load(len_ptr + b), 0), MAX_LEN)
-    split_len = tl.cdiv(tl.cdiv(seq, N_SPLITS), BLOCK_N) * BLOCK_N
-    start = split * split_len
+    lo = tl.where(WINDOW > 0, tl.maximum(seq - WINDOW, 0), 0)  # the first key attended
+    lo_tile = lo // BLOCK_N * BLOCK_N
+    split_len = tl.cdiv(tl.cdiv(seq - lo_tile, N_SPLITS), BLOCK_N) * BLOCK_N
+    start = lo_tile + split * split_len
     end = tl.minimum(start + split_len, seq)
     offs_g = tl.arange(0, GROUP_PAD)
     offs_d = tl.arange(0, HEAD_DIM)
@@ -68,7 +72,7 @@ def _item(q_ptr, k_ptr, v_ptr, k_desc, v_desc, len_ptr, o_ptr, acc_ptr, ml_ptr,
     for t in tl.range(0, n_tiles, num_stages=NUM_STAGES):
         n0 = start + t * BLOCK_N
         offs_n = n0 + tl.arange(0, BLOCK_N)
-        mask_n = offs_n < end
+        mask_n = (offs_n < end) & (offs_n >= lo)
         if USE_TMA:  # rows past `end` are later keys or heads, maybe garbage: their scores are
             k = k_desc.load([row0 + n0, 0])  # masked below, and V's rows are zeroed (0 * NaN = NaN)
             v = tl.where(mask_n[:, None], v_desc.load([row0 + n0, 0]), 0.0)
@@ -102,13 +106,13 @@ def _item(q_ptr, k_ptr, v_ptr, k_desc, v_desc, len_ptr, o_ptr, acc_ptr, ml_ptr,
         tl.store(ml_ptr + p_off * 2 + 1, l, mask=mask_g)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["WINDOW"])  # one compile (before capture) serves every window, 0 included
 def _split_decode_kernel(
     # pointers (and TMA descriptors, or the same pointers when TMA is off)
     q_ptr, kh_ptr, vh_ptr, kh_desc, vh_desc, kg_ptr, vg_ptr, kg_desc, vg_desc, len_ptr,
     o_ptr, acc_ptr, ml_ptr,
     # sizes
-    B_H, KV_HEADS, GROUP, MAX_LEN, scale_log2,
+    B_H, KV_HEADS, GROUP, MAX_LEN, scale_log2, WINDOW,
     # strides
     stride_qb, stride_qh,
     stride_khb, stride_khh, stride_khs, stride_vhb, stride_vhh, stride_vhs,
@@ -124,13 +128,13 @@ def _split_decode_kernel(
     if pid < HOST_PROGS:
         for item in range(pid, HOST_ITEMS, HOST_PROGS):
             _item(q_ptr, kh_ptr, vh_ptr, kh_desc, vh_desc, len_ptr, o_ptr, acc_ptr, ml_ptr,
-                  item, 0, KV_HEADS, GROUP, MAX_LEN, HOST_SPLITS, scale_log2,
+                  item, 0, KV_HEADS, GROUP, MAX_LEN, HOST_SPLITS, scale_log2, WINDOW,
                   stride_qb, stride_qh, stride_khb, stride_khh, stride_khs, stride_vhb, stride_vhh, stride_vhs,
                   stride_ob, stride_oh, stride_pb, stride_ph, stride_ps,
                   HOST_TMA, DIRECT, BLOCK_N, HEAD_DIM, GROUP_PAD, NUM_STAGES, DOT_F32)
     else:
         _item(q_ptr, kg_ptr, vg_ptr, kg_desc, vg_desc, len_ptr, o_ptr, acc_ptr, ml_ptr,
-              pid - HOST_PROGS, B_H, KV_HEADS, GROUP, MAX_LEN, HBM_SPLITS, scale_log2,
+              pid - HOST_PROGS, B_H, KV_HEADS, GROUP, MAX_LEN, HBM_SPLITS, scale_log2, WINDOW,
               stride_qb, stride_qh, stride_kgb, stride_kgh, stride_kgs, stride_vgb, stride_vgh, stride_vgs,
               stride_ob, stride_oh, stride_pb, stride_ph, stride_ps,
               HBM_TMA, DIRECT, BLOCK_N, HEAD_DIM, GROUP_PAD, NUM_STAGES, DOT_F32)
@@ -182,9 +186,11 @@ def _side(k: torch.Tensor, v: torch.Tensor, use_tma: bool, block_n: int):
 def split_attention(q: torch.Tensor, k_host: torch.Tensor, v_host: torch.Tensor, k_hbm: torch.Tensor,
                     v_hbm: torch.Tensor, lengths: torch.Tensor, cfg: AttentionConfig,
                     scale: float | None = None, out: torch.Tensor | None = None,
-                    validate: bool = True) -> torch.Tensor:
+                    validate: bool = True, window: int | None = None) -> torch.Tensor:
     """Decode attention of q over the split cache in one or two launches; returns `out`.
 
+    `window`: attend only each request's last `window` keys (a sliding window, as HF's
+    `sliding_window`: the new token and the window - 1 before it); None or 0 for all.
     `cfg` comes from `dak.kernels.attention_config.heuristic_config` / `finalize` or the tuner.
     `validate` reads `lengths` back to check them (a device sync); it is skipped during CUDA
     graph capture, where the kernel clamps lengths to [0, S] instead.
@@ -192,6 +198,7 @@ def split_attention(q: torch.Tensor, k_host: torch.Tensor, v_host: torch.Tensor,
     if validate and torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
         validate = False
     bq, hq, d, b_h, kv_heads, s = check_attention_args(q, k_host, v_host, k_hbm, v_hbm, lengths, out, validate)
+    window = check_window(window)
     if out is None:
         out = torch.empty((bq, hq, d), dtype=q.dtype, device=q.device)
     bq_h, bq_g = min(bq, b_h), max(0, bq - b_h)
@@ -218,7 +225,7 @@ def split_attention(q: torch.Tensor, k_host: torch.Tensor, v_host: torch.Tensor,
     try:
         _split_decode_kernel[grid](
             q, *host[:4], *hbm[:4], lengths, out, acc, ml,
-            b_h, kv_heads, group, s, scale * LOG2E,
+            b_h, kv_heads, group, s, scale * LOG2E, window,
             q.stride(0), q.stride(1), *host[0].stride()[:3], *host[1].stride()[:3],
             *hbm[0].stride()[:3], *hbm[1].stride()[:3], out.stride(0), out.stride(1), *pstrides,
             host_progs, host_items, cfg.host_splits, cfg.hbm_splits,

@@ -114,7 +114,7 @@ def split_attention_ce(q: torch.Tensor, k_host: torch.Tensor, v_host: torch.Tens
                        v_hbm: torch.Tensor, lengths: torch.Tensor, cfg: AttentionConfig, sms: int,
                        staging: tuple[torch.Tensor, torch.Tensor] | None = None, scale: float | None = None,
                        out: torch.Tensor | None = None, validate: bool = True, rows: int | None = None,
-                       ahead=None) -> torch.Tensor:
+                       ahead=None, window: int | None = None) -> torch.Tensor:
     """`split_attention` with host requests [0, n_ce) staged by the copy engine (see module doc).
 
     staging: HBM (k, v) tensors of shape (>= n_ce, Hkv, S, D) in the cache's dtype (e.g. a
@@ -126,6 +126,7 @@ def split_attention_ce(q: torch.Tensor, k_host: torch.Tensor, v_host: torch.Tens
     (n_ce, Hkv, S, D), before this step's token (k_new, v_new) was appended; that token is
     written into the slot once the copy lands, then the requests are attended and
     `release(stream)` is called with the stream that read the slot. `staging` is then ignored.
+    window: a sliding window (see `split_attention`); the copies still move positions [0, rows).
     """
     if validate and torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
         validate = False
@@ -144,7 +145,8 @@ def split_attention_ce(q: torch.Tensor, k_host: torch.Tensor, v_host: torch.Tens
                              f"{n_ce}; link the KV copy-ahead again after changing attention configs")
         staging = ahead[1:3]
     if n_ce == 0:
-        return split_attention(q, k_host, v_host, k_hbm, v_hbm, lengths, cfg, scale, out, validate=False)
+        return split_attention(q, k_host, v_host, k_hbm, v_hbm, lengths, cfg, scale, out, validate=False,
+                               window=window)
     if staging is None or any(t.dim() != 4 or t.shape[0] < n_ce or tuple(t.shape[1:]) != (hkv, s, d)
                               or t.dtype != q.dtype or t.device != q.device for t in staging):
         raise ValueError(f"ce_share={cfg.ce_share} needs HBM staging (k, v) of shape (>= {n_ce}, {hkv}, {s}, {d}) "
@@ -166,12 +168,12 @@ def split_attention_ce(q: torch.Tensor, k_host: torch.Tensor, v_host: torch.Tens
 
     def attend(lo, hi):
         split_attention(q[lo:hi], none, none, k_st[lo:hi], v_st[lo:hi], lengths[lo:hi], chunk_cfg, scale,
-                        out[lo:hi], validate=False)
+                        out[lo:hi], validate=False, window=window)
 
     def attend_rest():
         if bq > n_ce:
             split_attention(q[n_ce:], k_host[n_ce:], v_host[n_ce:], k_hbm, v_hbm, lengths[n_ce:], rest_cfg,
-                            scale, out[n_ce:], validate=False)
+                            scale, out[n_ce:], validate=False, window=window)
 
     if ahead is not None:
         return _attend_ahead(ahead, chunks, attend, attend_rest, lengths, q.device, out)

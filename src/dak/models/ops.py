@@ -146,8 +146,10 @@ def _attention(spec: ModelSpec, layer: int, w: Workload) -> Operator:
     B, L, G = w.batch, w.prompt_len, w.gen_len
     copied = None
     if w.phase == "decode":
-        traffic = per_token * B * w.context
-        flops = 4.0 * B * spec.num_heads * spec.head_dim * w.context
+        window = spec.window_at(layer)  # a sliding layer reads at most its window's keys
+        keys = sum(min(L + t, window) for t in range(1, G + 1)) / G if window else w.context
+        traffic = per_token * B * keys
+        flops = 4.0 * B * spec.num_heads * spec.head_dim * keys
         copied = per_token * B * copied_rows(w)
     else:
         traffic = float(per_token * B * L)

@@ -36,6 +36,12 @@ class ModelSpec:
     norm_params_per_layer: int      # elements of the layer norms in one layer
     final_norm_params: int
     qk_norm: bool = False           # an RMSNorm over every head's q and k before the rotary (Qwen3)
+    sliding_window: int = 0         # keys a sliding layer attends (0: none)
+    sliding_layers: tuple = ()      # the layers that attend through it
+
+    def window_at(self, layer: int) -> int:
+        """Keys layer `layer` attends at most (its sliding window), or 0 for all of them."""
+        return self.sliding_window if layer in self.sliding_layers else 0
 
     @property
     def q_dim(self) -> int:
@@ -119,13 +125,15 @@ class ModelSpec:
             mlp_bias = bool(cfg.get("mlp_bias", False))
         else:  # mistral
             qkv_bias = o_bias = mlp_bias = False
+        window, sliding = sliding_layers(cfg, layers)
         return cls(name=name, model_type=mt, hidden_size=hidden, intermediate_size=inter,
                    num_layers=layers, num_heads=heads, num_kv_heads=kv, head_dim=head_dim,
                    vocab_size=vocab, max_position_embeddings=max_pos, qkv_bias=qkv_bias,
                    o_bias=o_bias, mlp_bias=mlp_bias, gated_mlp=True,
                    tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
                    learned_positions=0, norm_params_per_layer=norms,
-                   final_norm_params=hidden, qk_norm=mt == "qwen3")
+                   final_norm_params=hidden, qk_norm=mt == "qwen3", sliding_window=window,
+                   sliding_layers=sliding)
 
 
 def load_config(name_or_path: str) -> tuple[str, dict]:
@@ -150,15 +158,25 @@ def load_spec(name_or_path: str) -> ModelSpec:
     return ModelSpec.from_config(cfg, name=name)
 
 
-def check_window(cfg: dict, max_len: int, name: str) -> None:
-    """dak's attention is full causal attention: refuse a sliding window the cache can outgrow
-    (below the window both give the same result)."""
+def sliding_layers(cfg: dict, layers: int) -> tuple[int, tuple]:
+    """(window, the layers attending through it) as HF builds them: Mistral's sliding_window on
+    every layer; Qwen2/Qwen3 with use_sliding_window on layers >= max_window_layers; an explicit
+    layer_types list where the config has one. (0, ()) without a window."""
     win = cfg.get("sliding_window")
-    active = win is not None and (cfg.get("model_type") == "mistral" or cfg.get("use_sliding_window", False)
-                                  or "sliding_attention" in (cfg.get("layer_types") or ()))
-    if active and max_len > win:
-        raise ValueError(f"{name} attends through a sliding window of {win} tokens, which dak's attention does "
-                         f"not implement: max_len {max_len} must be <= {win} (lower prompt_len/gen_len or max_len)")
+    if (isinstance(win, bool) or not isinstance(win, int) or win <= 0
+            or cfg.get("model_type") not in ("mistral", "qwen2", "qwen3")):  # HF's Llama and OPT attend in full
+        return 0, ()
+    types = cfg.get("layer_types")
+    if isinstance(types, (list, tuple)) and len(types) == layers:
+        sliding = tuple(i for i, t in enumerate(types) if t == "sliding_attention")
+    elif cfg.get("model_type") == "mistral":
+        sliding = tuple(range(layers))
+    elif cfg.get("use_sliding_window", False):
+        first = cfg.get("max_window_layers", 0)
+        sliding = tuple(range(first if isinstance(first, int) and first >= 0 else 0, layers))
+    else:
+        sliding = ()
+    return (win, sliding) if sliding else (0, ())
 
 
 def check_learned_positions(spec: ModelSpec, max_len: int) -> None:
@@ -169,10 +187,9 @@ def check_learned_positions(spec: ModelSpec, max_len: int) -> None:
 
 
 def check_positions(cfg: dict, spec: ModelSpec, max_len: int) -> str | None:
-    """Refuse a run of `max_len` positions that `cfg`'s model cannot attend exactly (a sliding
-    window it outgrows, learned positions past their table); return a warning when a rotary
-    model runs past the positions it was trained for, else None."""
-    check_window(cfg, max_len, spec.name)
+    """Refuse a run of `max_len` positions that `cfg`'s model cannot attend exactly (learned positions
+    past their table); return a warning when a rotary model runs past the positions it was trained
+    for, else None. (A sliding window is attended as HF attends it: dak.kernels.split_attention.)"""
     check_learned_positions(spec, max_len)
     if max_len <= spec.max_position_embeddings:
         return None

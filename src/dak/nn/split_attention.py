@@ -16,6 +16,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from dak.kernels.attention_checks import check_window
 from dak.kernels.attention_config import AttentionConfig
 from dak.kernels.streams import side_stream
 from dak.kv_cache import SplitKVCache
@@ -92,13 +93,14 @@ def _rotated_parts(cache: SplitKVCache) -> list[tuple[torch.Tensor, ...]]:
 
 def split_decode_attention(query: torch.Tensor, cache: SplitKVCache, layer: int,
                            lengths: torch.Tensor | None = None, scale: float | None = None,
-                           out: torch.Tensor | None = None, ahead=None) -> torch.Tensor:
+                           out: torch.Tensor | None = None, ahead=None, window: int | None = None) -> torch.Tensor:
     """softmax(scale * q K^T) V over each request's first lengths[b] cached tokens.
 
     query: (B, Hq, D) or SDPA's (B, Hq, 1, D), bf16/fp16 on the cache's device, B <= cache.batch;
     lengths: (>= B,) int32 on the device (default `cache.lengths`); scale: default 1/sqrt(D).
     Returns a tensor shaped like `query` (written into `out` when given, shaped like query).
     ahead: the staged requests' copy queued earlier (dak.runtime.kv_ahead; see split_attention_ce).
+    window: attend only each request's last `window` keys (HF's `sliding_window`); None for all.
     """
     from dak.kernels.split_attention_ce import split_attention_ce
     sdpa_shaped = query.dim() == 4
@@ -116,13 +118,14 @@ def split_decode_attention(query: torch.Tensor, cache: SplitKVCache, layer: int,
         cfg = prepare_decode(cache, hq, bq)
     lengths = cache.lengths if lengths is None else lengths
     y = split_attention_ce(query, *cache.parts(layer), lengths, cfg, sm_count(cache.device), cache.staging,
-                           scale=scale, out=out, rows=cache.copy_rows, ahead=ahead)
+                           scale=scale, out=out, rows=cache.copy_rows, ahead=ahead, window=window)
     return y.unsqueeze(2) if sdpa_shaped else y
 
 
 def prefill_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, cache: SplitKVCache,
                       layer: int, prompt_lengths: torch.Tensor | None = None, scale: float | None = None,
-                      is_causal: bool = True, first: int = 0, validate: bool = True) -> torch.Tensor:
+                      is_causal: bool = True, first: int = 0, validate: bool = True,
+                      window: int | None = None) -> torch.Tensor:
     """Causal prompt attention with torch SDPA on key/value in HBM, storing them into the cache.
 
     query (B, Hq, L, D), key/value (B, Hkv, L, D) on the cache's device, prompts right-padded to
@@ -130,6 +133,8 @@ def prefill_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tenso
     (all L when None) are stored. Outputs at padded positions are not meaningful. Returns
     (B, Hq, L, D). `validate=False` skips the cache's position check (a device sync per call;
     for callers that checked the prompt lengths against max_len once, as dak's Engine does).
+    `window`: each position attends only its last `window` keys (itself included; HF's
+    `sliding_window`), through an explicit mask where the prompt is longer than the window.
     """
     if query.dim() != 4 or key.dim() != 4 or query.shape[2] != key.shape[2]:
         raise ValueError(f"query (B, Hq, L, D) and key (B, Hkv, L, D) must share B and L, got "
@@ -137,19 +142,32 @@ def prefill_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tenso
     if query.shape[1] % key.shape[1]:
         raise ValueError(f"query heads ({query.shape[1]}) must be a multiple of kv heads ({key.shape[1]})")
     gqa = query.shape[1] != key.shape[1]
+    mask = sliding_mask(query.shape[2], check_window(window), query.device) if is_causal else None
+    causal = is_causal and mask is None
     overlap = cache.device.type == "cuda" and cache.host_requests > 0
     if not overlap:
         cache.write_prompt(layer, key, value, prompt_lengths, validate=validate, first=first)
-        return F.scaled_dot_product_attention(query, key, value, is_causal=is_causal, scale=scale,
+        return F.scaled_dot_product_attention(query, key, value, attn_mask=mask, is_causal=causal, scale=scale,
                                               enable_gqa=gqa)
     main = torch.cuda.current_stream(cache.device)
     side = side_stream(cache.device, "prefill")
     side.wait_stream(main)
     with torch.cuda.stream(side):  # host writes cross the link while SDPA runs
         cache.write_prompt(layer, key, value, prompt_lengths, validate=validate, first=first)
-    out = F.scaled_dot_product_attention(query, key, value, is_causal=is_causal, scale=scale, enable_gqa=gqa)
+    out = F.scaled_dot_product_attention(query, key, value, attn_mask=mask, is_causal=causal, scale=scale,
+                                         enable_gqa=gqa)
     main.wait_stream(side)  # joined: key/value stay alive and ordered for the allocator
     return out
+
+
+def sliding_mask(length: int, window: int, device: torch.device) -> torch.Tensor | None:
+    """(length, length) bool mask of causal attention within a sliding window (key j of query i where
+    i - window < j <= i, HF's rule), or None where the window covers every prompt position."""
+    if not window or length <= window:
+        return None
+    i = torch.arange(length, device=device)
+    d = i[:, None] - i[None, :]
+    return (d >= 0) & (d < window)
 
 
 def hf_attention_forward(module, query, key, value, attention_mask=None, scaling=None, dropout=0.0,
@@ -160,17 +178,17 @@ def hf_attention_forward(module, query, key, value, attention_mask=None, scaling
     `dak_cache=` through the model call (no HF past_key_values). The caller sets
     `dak_cache.lengths` before each forward (prompt lengths for prefill; += 1 per decode step);
     `module.layer_idx` picks the layer. One token per request (L = 1) is decode: append, then
-    split attention; longer L is a right-padded prefill. Causal masking only; `attention_mask`
-    is ignored (padding is expressed by the lengths).
+    split attention; longer L is a right-padded prefill. Causal masking (within HF's `sliding_window`
+    when the module passes one); `attention_mask` is ignored (padding is expressed by the lengths).
     """
     if dak_cache is None:
         raise ValueError("hf_attention_forward needs dak_cache=<SplitKVCache> in the model call")
     if dropout:
         raise ValueError("split attention is inference-only; dropout must be 0")
-    layer = module.layer_idx
+    layer, window = module.layer_idx, kwargs.get("sliding_window")
     if query.shape[2] == 1:
         dak_cache.append(layer, key[:, :, 0], value[:, :, 0])
-        out = split_decode_attention(query, dak_cache, layer, scale=scaling)
+        out = split_decode_attention(query, dak_cache, layer, scale=scaling, window=window)
     else:
-        out = prefill_attention(query, key, value, dak_cache, layer, prompt_lengths, scale=scaling)
+        out = prefill_attention(query, key, value, dak_cache, layer, prompt_lengths, scale=scaling, window=window)
     return out.transpose(1, 2).contiguous(), None

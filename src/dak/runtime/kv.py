@@ -87,6 +87,7 @@ def dak_attention(module, query, key, value, attention_mask=None, scaling=None, 
     if dropout:
         raise ValueError("dak attention is inference-only; dropout must be 0")
     cache, layer = dak_kv.where[module.layer_idx]
+    window = kwargs.get("sliding_window")  # HF's (Mistral; Qwen2/Qwen3 sliding layers): None for full attention
     rot = query.__dict__.pop(ROTARY_PENDING, None)  # q and k left unrotated by dak.runtime.fused
     if rot is not None:
         if query.shape[2] != 1:
@@ -101,11 +102,13 @@ def dak_attention(module, query, key, value, attention_mask=None, scaling=None, 
         # the kernel takes the query's batch and head strides: a q sliced out of a fused q/k/v product
         # (dak.runtime.fused_opt) is read where it lies, not copied by a launch of its own
         q = query if query.stride(-1) == 1 else query.contiguous()
-        out = split_decode_attention(q, cache, layer, lengths=dak_kv.lengths, scale=scaling, ahead=ahead)
+        out = split_decode_attention(q, cache, layer, lengths=dak_kv.lengths, scale=scaling, ahead=ahead,
+                                     window=window)
     else:
         # the Engine checked the prompts against max_len (check_prompts): no device sync per layer
         out = prefill_attention(query, key.contiguous(), value.contiguous(), cache, layer,
-                                dak_kv.prompt_lengths, scale=scaling, first=dak_kv.prefill_first, validate=False)
+                                dak_kv.prompt_lengths, scale=scaling, first=dak_kv.prefill_first, validate=False,
+                                window=window)
     return out.transpose(1, 2).contiguous(), None
 
 
