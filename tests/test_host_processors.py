@@ -134,13 +134,15 @@ def test_return_dict_keeps_hfs_scores_and_logits(model):
                          output_logits=True, repetition_penalty=1.3, suppress_tokens=[7])
     seq = out.sequences.cpu()
     assert seq.shape == (2, 9) and len(out.scores) == len(out.logits) == 4
-    procs = [lp.RepetitionPenaltyLogitsProcessor(1.3), lp.SuppressTokensLogitsProcessor([7], device="cpu")]
+    dev = out.scores[0].device  # HF's processors run where the scores are: a GPU divides by a scalar through its
+    # reciprocal (1 ulp from the CPU's quotient), on HF's side as on dak's
+    procs = [lp.RepetitionPenaltyLogitsProcessor(1.3), lp.SuppressTokensLogitsProcessor([7], device=dev)]
     for t, (scores, logits) in enumerate(zip(out.scores, out.logits)):
         assert scores.shape == logits.shape == (2, model.config.vocab_size) and scores.dtype == torch.float32
-        want = logits.cpu()
+        want = logits
         for p in procs:
-            want = p(seq[:, :5 + t], want)
-        torch.testing.assert_close(scores.cpu(), want, rtol=0, atol=0)
+            want = p(seq[:, :5 + t].to(dev), want)
+        torch.testing.assert_close(scores, want, rtol=0, atol=0)
         assert torch.equal(scores.cpu().argmax(-1), seq[:, 5 + t])
         if t == 2:  # the decode step's logits against a prefill of the same tokens
             again = model.generate(seq[:, :5 + t], max_new_tokens=1, eos_token_id=None, return_dict_in_generate=True,

@@ -203,3 +203,38 @@ def test_append_rotated_equals_rotary_then_append(b_h, batch, dtype):
                                  k, v, cos, sin, lengths=lengths)
     for c in (got_cache, ref_cache):
         c.free()
+
+
+@pytest.mark.parametrize("b_h,batch,dtype", [(0, 3, BF), (2, 3, FP)])
+def test_append_rotated_norms_q_and_k_first(b_h, batch, dtype):
+    """With Qwen3's per-head q and k norms (norms=(q weight, k weight, eps)) the one launch gives HF's
+    RMSNorm then rotary: within one step of the dtype of dak's separate launches (the variance sums in
+    another order), stored k included; a wrong weight, order or eps misses by far more."""
+    from dak.kernels.fused_ops import rms_norm, rotary
+    torch.manual_seed(7 + b_h)
+    hq, hkv, d, s = 4, 2, 64, 12
+    dev = _cache().device
+    qkv = torch.randn(batch, 1, (hq + 2 * hkv) * d).to(dtype).to(dev) * 3
+    q, k, v = (t.view(batch, 1, -1, d).transpose(1, 2) for t in qkv.split([hq * d, hkv * d, hkv * d], -1))
+    cos, sin = torch.randn(batch, 1, d).to(dtype).to(dev), torch.randn(batch, 1, d).to(dtype).to(dev)
+    qw, kw = (torch.rand(d).add(0.5).to(dtype).to(dev) for _ in range(2))
+    eps = 1e-6
+    lengths = torch.tensor([5, 1, s][:batch], dtype=torch.int32, device=dev)
+    cache = SplitKVCache(1, batch, s, hkv, d, dtype, host_requests=b_h)
+    for rows in (None, 1, 4):
+        with pytest.MonkeyPatch.context() as mp:
+            if rows is not None:
+                from dak.kernels import rotary_append
+                mp.setattr(rotary_append, "rotary_rows", lambda: rows)
+            qo, ko = cache.append_rotated(0, q, k, v, cos, sin, (qw, kw, eps), lengths=lengths)
+        q_ref, k_ref = rotary(rms_norm(q, qw, eps), rms_norm(k, kw, eps), cos, sin)
+        step = 2.0 ** -7 if dtype == BF else 2.0 ** -10
+        for got, want in ((qo, q_ref), (ko, k_ref)):
+            assert ((got.float() - want.float()).abs() <= 2 * step * want.float().abs().clamp_min(1)).all(), rows
+        stored = cache.gather(0)[0][torch.arange(batch), :, (lengths - 1).long().cpu()]
+        assert torch.equal(stored.to(ko.device), ko[:, :, 0])
+        wrong = cache.append_rotated(0, q, k, v, cos, sin, (kw, qw, eps), lengths=lengths)[0]
+        assert (wrong.float() - q_ref.float()).abs().max() > 0.1
+    with pytest.raises(ValueError, match="norm weights must be"):
+        cache.append_rotated(0, q, k, v, cos, sin, (qw[:8], kw, eps), lengths=lengths)
+    cache.free()

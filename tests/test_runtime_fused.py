@@ -102,12 +102,13 @@ def test_opt_q_scaling_in_the_qkv_gemv_matches_hf(checkpoints, ratio, monkeypatc
                                           ("tiny-qwen3", 0.3)])
 def test_rotary_with_the_kv_append_matches_hf(checkpoints, family, ratio, monkeypatch):
     """By default ($DAK_ROTARY_KV unset) each decode step rotates q and k inside the KV append's launch (host
-    requests and KV copy-ahead included at 0.3 and 1); HF's greedy tokens (or its ties)."""
+    requests and KV copy-ahead included at 0.3 and 1; Qwen3's q and k norms too); HF's greedy tokens (or its
+    ties)."""
     import dak.kernels.rotary_append as ra
     monkeypatch.delenv("DAK_ROTARY_KV", raising=False)
     calls = []
     real = ra.rotary_append
-    monkeypatch.setattr(ra, "rotary_append", lambda *a: calls.append(1) or real(*a))
+    monkeypatch.setattr(ra, "rotary_append", lambda *a: calls.append(a[10] is not None) or real(*a))
     hf, path = checkpoints[family]
     steps = 12
     model = dak.offload(path, batch=2, max_len=PROMPT + steps, policy="uniform", host_ratio=ratio, dtype=DTYPE, tune=False)
@@ -118,6 +119,7 @@ def test_rotary_with_the_kv_append_matches_hf(checkpoints, family, ratio, monkey
         assert calls and len(calls) % layers == 0 and len(calls) <= (steps - 1) * layers, len(calls)
     else:
         assert len(calls) == (steps - 1) * layers  # eager: every decode step, every layer
+    assert all(calls) if family == "tiny-qwen3" else not any(calls)  # Qwen3's q/k norms ride in that launch
     assert _check_tokens(hf, seq, steps) >= 2 * steps - 1
     model.dak_free()
 

@@ -37,8 +37,7 @@ def windowed(tmp_path_factory):
     return out
 
 
-@pytest.mark.parametrize("family", sorted(WINDOWED))
-@pytest.mark.parametrize("ratio", [0.0, 1.0])
+@pytest.mark.parametrize("family,ratio", [("tiny-mistral", 0.0), ("tiny-qwen2", 1.0)])  # all in HBM; all on the host
 def test_generation_past_the_window_is_hfs(windowed, family, ratio):
     hf, path = windowed[family]
     spec = load_spec(path)

@@ -183,16 +183,18 @@ class SplitKVCache:
         self.write(layer, k_new.unsqueeze(2), v_new.unsqueeze(2), lengths, None, shift=-1, validate=False)
 
     def append_rotated(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cos: torch.Tensor,
-                       sin: torch.Tensor, lengths: torch.Tensor | None = None):
+                       sin: torch.Tensor, norms=None, lengths: torch.Tensor | None = None):
         """Rotate the decode token's q and k (HF's rotary embedding) and append k and v as `append`
-        does, in one launch (dak.kernels.rotary_append); q, k, v are (Bs, H, 1, D). Returns the
-        rotated (q, k). Capturable; lengths are not validated."""
+        does, in one launch (dak.kernels.rotary_append); q, k, v are (Bs, H, 1, D); `norms`: (q weight,
+        k weight, eps) RMS-norms q and k over each head vector first. Returns the rotated (q, k).
+        Capturable; lengths are not validated."""
         from dak.kernels.rotary_append import rotary_append
         self._check_src("k", k, 4)
         self._check_src("v", v, 4)
         lengths = self.lengths if lengths is None else lengths
         check_lengths(lengths, k.shape[0], self.max_len, self.device, validate=False)
-        return rotary_append(q, k, v, cos, sin, *self._request_parts(self._layer(layer), 0, k.shape[0]), lengths)
+        return rotary_append(q, k, v, cos, sin, *self._request_parts(self._layer(layer), 0, k.shape[0]), lengths,
+                             norms)
 
     def prepare_writes(self) -> None:
         """Compile the append kernel now (a launch that stores nothing), so that a first append

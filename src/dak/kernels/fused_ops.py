@@ -103,10 +103,11 @@ def rotary_rows() -> int:
 
 @triton.jit
 def _rotate_rows(src_ptr, cos_ptr, sin_ptr, dst_ptr, row0, n_rows, heads, seq, s_b, s_h, s_l, c_b, c_l,
-                 HALF: tl.constexpr, ROWS: tl.constexpr):
+                 HALF: tl.constexpr, ROWS: tl.constexpr, w_ptr=None, eps=0.0, NORM: tl.constexpr = False):
     """Head vectors row0 .. row0 + ROWS - 1 (those < n_rows; row = (b, h, l)) of src:
     dst = round(src * cos) + round(rotate_half(src) * sin). Returns (rows, in range, lo, hi), the
-    last two (ROWS, HALF) in dst's dtype."""
+    last two (ROWS, HALF) in dst's dtype. NORM: src is first RMS-normed over the head vector with
+    weight w_ptr, rounded as _rms_norm_kernel rounds (Qwen3's q and k norms)."""
     rows = row0 + tl.arange(0, ROWS).to(tl.int64)
     ok = (rows < n_rows)[:, None]
     l_ = rows % seq
@@ -117,11 +118,17 @@ def _rotate_rows(src_ptr, cos_ptr, sin_ptr, dst_ptr, row0, n_rows, heads, seq, s
     cs = (b * c_b + l_ * c_l)[:, None]
     x1 = tl.load(src + offs, mask=ok).to(tl.float32)
     x2 = tl.load(src + HALF + offs, mask=ok).to(tl.float32)
+    ty = dst_ptr.dtype.element_ty
+    if NORM:
+        r = 1.0 / tl.sqrt((tl.sum(x1 * x1, axis=1) + tl.sum(x2 * x2, axis=1)) / (2 * HALF) + eps)
+        w1 = tl.load(w_ptr + offs).to(tl.float32)
+        w2 = tl.load(w_ptr + HALF + offs).to(tl.float32)
+        x1 = (w1 * (x1 * r[:, None]).to(ty).to(tl.float32)).to(ty).to(tl.float32)  # HF rounds before the weight
+        x2 = (w2 * (x2 * r[:, None]).to(ty).to(tl.float32)).to(ty).to(tl.float32)
     c1 = tl.load(cos_ptr + cs + offs, mask=ok).to(tl.float32)
     c2 = tl.load(cos_ptr + cs + HALF + offs, mask=ok).to(tl.float32)
     s1 = tl.load(sin_ptr + cs + offs, mask=ok).to(tl.float32)
     s2 = tl.load(sin_ptr + cs + HALF + offs, mask=ok).to(tl.float32)
-    ty = dst_ptr.dtype.element_ty
     lo = ((x1 * c1).to(ty).to(tl.float32) + (-x2 * s1).to(ty).to(tl.float32)).to(ty)
     hi = ((x2 * c2).to(ty).to(tl.float32) + (x1 * s2).to(ty).to(tl.float32)).to(ty)
     dst = dst_ptr + (rows * (2 * HALF))[:, None]

@@ -26,16 +26,18 @@ from dak.kernels.kv_write import store_sides
 def _rotary_append_kernel(q_ptr, k_ptr, v_ptr, cos_ptr, sin_ptr, qo_ptr, ko_ptr, len_ptr,
                           kh_ptr, vh_ptr, kg_ptr, vg_ptr, q_rows, k_rows, q_progs, q_heads, k_heads, B_H, MAX_LEN,
                           qs_b, qs_h, ks_b, ks_h, vs_b, vs_h, c_b,
-                          stride_hb, stride_hh, stride_hs, stride_gb, stride_gh, stride_gs, HALF: tl.constexpr,
-                          ROWS: tl.constexpr):
+                          stride_hb, stride_hh, stride_hs, stride_gb, stride_gh, stride_gs, qw_ptr, kw_ptr, eps,
+                          HALF: tl.constexpr, ROWS: tl.constexpr, NORM: tl.constexpr):
     """Programs [0, q_progs) rotate q's head vectors, ROWS each; the others rotate ROWS of k's (b, h)
-    and store them and v's into the cache (masked stores: a request's home is host or HBM)."""
+    and store them and v's into the cache (masked stores: a request's home is host or HBM). NORM: q
+    and k are RMS-normed over each head vector first (weights qw_ptr, kw_ptr)."""
     pid = tl.program_id(0).to(tl.int64)
     if pid < q_progs:
-        _rotate_rows(q_ptr, cos_ptr, sin_ptr, qo_ptr, pid * ROWS, q_rows, q_heads, 1, qs_b, qs_h, 0, c_b, 0, HALF, ROWS)
+        _rotate_rows(q_ptr, cos_ptr, sin_ptr, qo_ptr, pid * ROWS, q_rows, q_heads, 1, qs_b, qs_h, 0, c_b, 0, HALF, ROWS,
+                     qw_ptr, eps, NORM)
     else:
         rows, ok, lo, hi = _rotate_rows(k_ptr, cos_ptr, sin_ptr, ko_ptr, (pid - q_progs) * ROWS, k_rows, k_heads, 1,
-                                        ks_b, ks_h, 0, c_b, 0, HALF, ROWS)
+                                        ks_b, ks_h, 0, c_b, 0, HALF, ROWS, kw_ptr, eps, NORM)
         b = (rows // k_heads)[:, None]
         h = (rows % k_heads)[:, None]
         offs = tl.arange(0, HALF)[None, :]
@@ -60,8 +62,10 @@ def _rotary_append_kernel(q_ptr, k_ptr, v_ptr, cos_ptr, sin_ptr, qo_ptr, ko_ptr,
         tl.store(vd + HALF + offs, v_hi, mask=hbm)
 
 
-def rotary_append(q, k, v, cos, sin, k_host, v_host, k_hbm, v_hbm, lengths):
-    """See the module doc. Returns (q_rot (B, Hq, 1, D), k_rot (B, Hkv, 1, D)), both contiguous."""
+def rotary_append(q, k, v, cos, sin, k_host, v_host, k_hbm, v_hbm, lengths, norms=None):
+    """See the module doc. Returns (q_rot (B, Hq, 1, D), k_rot (B, Hkv, 1, D)), both contiguous.
+    norms: (q weight, k weight, eps) to RMS-norm q and k over each head vector before the rotary
+    (Qwen3's q_norm and k_norm, as its RMSNorm rounds), or None."""
     for name, t in (("q", q), ("k", k), ("v", v)):
         if t.dim() != 4 or t.shape[2] != 1 or t.stride(-1) != 1:
             raise ValueError(f"rotary_append: {name} must be (B, H, 1, D) with a contiguous last axis, "
@@ -77,6 +81,10 @@ def rotary_append(q, k, v, cos, sin, k_host, v_host, k_hbm, v_hbm, lengths):
     if b > b_h + k_hbm.shape[0] or lengths.dtype != torch.int32 or lengths.shape[0] < b:
         raise ValueError(f"rotary_append: {b} requests need a cache of at least {b} and int32 lengths of "
                          f">= {b}, got {b_h + k_hbm.shape[0]} and {lengths.dtype} {tuple(lengths.shape)}")
+    if norms is not None:
+        qw, kw, eps = norms
+        if any(w.shape != (d,) or w.dtype != q.dtype or w.device != q.device or w.stride(0) != 1 for w in (qw, kw)):
+            raise ValueError(f"rotary_append: the q and k norm weights must be ({d},) {q.dtype} on {q.device}")
     qo = torch.empty((b, hq, 1, d), dtype=q.dtype, device=q.device)
     ko = torch.empty((b, hk, 1, d), dtype=k.dtype, device=k.device)
     kh, vh, kg, vg = store_sides(k_host, v_host, k_hbm, v_hbm)
@@ -87,5 +95,7 @@ def rotary_append(q, k, v, cos, sin, k_host, v_host, k_hbm, v_hbm, lengths):
             q, k, v, cos, sin, qo, ko, lengths, kh, vh, kg, vg, b * hq, b * hk, q_progs, hq, hk, b_h, k_hbm.shape[2],
             q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
             0 if cos.shape[0] == 1 else cos.stride(0), *kh.stride()[:3], *kg.stride()[:3],
-            HALF=d // 2, ROWS=rows, num_warps=1, enable_fp_fusion=False)  # no FMA: round each product, as HF
+            *((cos, cos, 0.0) if norms is None else (norms[0], norms[1], float(norms[2]))),
+            HALF=d // 2, ROWS=rows, NORM=norms is not None, num_warps=1,
+            enable_fp_fusion=False)  # no FMA: round each product, as HF
     return qo, ko

@@ -44,6 +44,7 @@ RMS_NORMS = ("LlamaRMSNorm", "MistralRMSNorm", "Qwen2RMSNorm", "Qwen3RMSNorm")
 SILU = ("SiLU", "SiLUActivation")  # torch's and transformers' own (x * sigmoid(x) either way)
 _ON = contextvars.ContextVar("dak_fused_rotary", default=False)
 _DEFER_ROTARY = contextvars.ContextVar("dak_defer_rotary", default=False)
+_QK_NORMS = contextvars.ContextVar("dak_qk_norms", default=None)  # {"q"|"k": (weight, eps)} left to the rotary
 
 
 @contextlib.contextmanager
@@ -62,6 +63,16 @@ def _runs_here(x) -> bool:
 
 def _norm_forward(self, hidden_states):
     pending = _pop_pending(hidden_states)
+    role = getattr(self, "_dak_qk", None)
+    if (role and pending is None and _ON.get() and _DEFER_ROTARY.get() and hidden_states.dim() == 4
+            and hidden_states.shape[1] == 1 and _runs_here(hidden_states) and hidden_states.dtype == self.weight.dtype):
+        # a decode step's q or k norm (Qwen3): left to the rotary + KV append launch (see _wrap_rotary)
+        norms = _QK_NORMS.get()
+        if norms is None:
+            norms = {}
+            _QK_NORMS.set(norms)
+        norms[role] = (self.weight, self.variance_epsilon)
+        return hidden_states
     if _runs_here(hidden_states) and hidden_states.dtype == self.weight.dtype:
         if pending is not None:  # a deferred residual add (see _layer_forward), fused here
             return add_rms_norm(hidden_states, pending, self.weight, self.variance_epsilon)[1]
@@ -119,14 +130,37 @@ def decode_step():
         _DEFER_ROTARY.reset(token)
 
 
+def _take_norms(q, k):
+    """(q, k, deferred norms) after the q/k norms a decode step left to the rotary (_norm_forward):
+    both deferred with one eps -> (q, k, (q weight, k weight, eps)) for the KV append's launch;
+    otherwise any deferred norm is applied here and the third item is None."""
+    norms = _QK_NORMS.get()
+    if not norms:
+        return q, k, None
+    _QK_NORMS.set(None)
+    if set(norms) == {"q", "k"} and norms["q"][1] == norms["k"][1]:
+        return q, k, (norms["q"][0], norms["k"][0], norms["q"][1])
+    if "q" in norms:
+        q = rms_norm(q, *norms["q"])
+    if "k" in norms:
+        k = rms_norm(k, *norms["k"])
+    return q, k, None
+
+
 def _wrap_rotary(hf_rotary):
     def apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1):
+        q, k, norms = _take_norms(q, k)
         if (_ON.get() and unsqueeze_dim == 1 and _runs_here(q) and rotary_ok(q, cos) and rotary_ok(k, cos)
                 and sin.shape == cos.shape and sin.stride() == cos.stride()):
             if _DEFER_ROTARY.get() and q.shape[2] == 1 and k.shape[2] == 1 and q.shape[0] == k.shape[0]:
-                q.__dict__[ROTARY_PENDING] = (cos, sin)  # rotated with the KV append (dak.runtime.kv)
+                # rotated (and normed) with the KV append (dak.runtime.kv)
+                q.__dict__[ROTARY_PENDING] = (cos, sin) if norms is None else (cos, sin, norms)
                 return q, k
+            if norms is not None:
+                q, k = rms_norm(q, norms[0], norms[2]), rms_norm(k, norms[1], norms[2])
             return rotary(q, k, cos, sin)
+        if norms is not None:
+            q, k = rms_norm(q, norms[0], norms[2]), rms_norm(k, norms[1], norms[2])
         return hf_rotary(q, k, cos, sin, unsqueeze_dim)
     apply_rotary_pos_emb.dak_wraps = hf_rotary
     return apply_rotary_pos_emb
@@ -242,4 +276,17 @@ def install(model: nn.Module, layers: bool | None = None) -> int:
     hf_rotary = getattr(module, "apply_rotary_pos_emb", None)
     if hf_rotary is not None and not hasattr(hf_rotary, "dak_wraps"):
         module.apply_rotary_pos_emb = _wrap_rotary(hf_rotary)
+    _mark_qk_norms(model)
     return n
+
+
+def _mark_qk_norms(model: nn.Module) -> None:
+    """Let a decode step leave Qwen3's per-head q and k norms to the rotary + KV append launch: the
+    q_norm / k_norm RMSNorms of attention modules whose modeling module's apply_rotary_pos_emb dak
+    wraps (which applies them, in that launch or eagerly)."""
+    for mod in model.modules():
+        qn, kn = getattr(mod, "q_norm", None), getattr(mod, "k_norm", None)
+        rot = getattr(sys.modules.get(type(mod).__module__), "apply_rotary_pos_emb", None)
+        if (hasattr(rot, "dak_wraps") and all(getattr(getattr(x, "forward", None), "__func__", None) is _norm_forward
+                                              for x in (qn, kn))):
+            qn._dak_qk, kn._dak_qk = "q", "k"
