@@ -35,6 +35,12 @@ def fused_layer_enabled() -> bool:
     return env_flag("DAK_FUSED_LAYER", True)
 
 
+def rotary_kv_enabled() -> bool:
+    """$DAK_ROTARY_KV (default on): the decode step's rotary (and Qwen3's q/k norms) ride in the KV append's
+    launch (dak.runtime.fused)."""
+    return env_flag("DAK_ROTARY_KV", True)
+
+
 def ce_min_share() -> float:
     """Host share above which untuned decode configs use the copy engine: LINK_BOUND_SHARE, or
     $DAK_CE_MIN_SHARE (a fraction in [0, 1]; 0 = every host share) for experiments."""

@@ -74,14 +74,15 @@ def measured_layer_slope(model: str, workload: Workload, profile, depths: tuple[
 def planned_layer_slope(model: str, workload: Workload, profile, depths: tuple[int, int] = (1, 3)) -> float:
     """CPU: seconds per decoder layer of the planner's operator time under `profile` (its curves
     where it has them, else the roofline), all in HBM; for a model that norms every head's q and k
-    (Qwen3) also the two launches a layer the planner adds for them (dak.planner.overhead.step_overhead),
+    (Qwen3) also the launches a layer the planner adds for them (dak.planner.overhead.qk_norm_launches),
     so that a slope measured on it is stored as the other families' is, without them."""
     from ..planner import plan
+    from ..planner.overhead import qk_norm_launches
     name, cfgs = _cut_configs(model, depths)
     w = Workload("decode", workload.batch, workload.prompt_len, workload.gen_len, workload.dtype)
     specs = [ModelSpec.from_config(c, name=name) for c in cfgs]
     lo, hi = (plan(s, w, profile).step_time_s for s in specs)
-    qk = 2 * profile.unfused_op_overhead_s if specs[0].qk_norm else 0.0
+    qk = qk_norm_launches(specs[0]) * profile.unfused_op_overhead_s
     return (hi - lo) / (depths[1] - depths[0]) + qk
 
 

@@ -2,7 +2,8 @@
 
 * ``step_overhead``: the small kernels between operators, layers x ``layer_overhead_s``
   (measured with q/k/v and gate/up fused; ``fused_layer_overhead_s`` for the Llama-family layers
-  dak fuses, see ``layer_overhead``; Qwen3's q and k norms add two launches a layer), plus ``unfused_op_overhead_s`` per extra launch where a
+  dak fuses, see ``layer_overhead``; Qwen3's q and k norms two launches a layer where they do not
+  ride in the KV append's, ``qk_norm_launches``), plus ``unfused_op_overhead_s`` per extra launch where a
   fusion is lost (``fusion_overhead``): a projection group that is not fused (fusion off, or a
   member holds host rows; dak.nn.fused_proj fuses a group only when every member is all-HBM),
   and a GEMV epilogue whose operator is split (SiLU * up, OPT's ReLU and residual add).
@@ -22,7 +23,7 @@ from ..hardware import HardwareProfile
 from ..models.ops import Workload
 from ..models.spec import ModelSpec
 from ..shares import (ATTENTION_CE_MIN_BYTES, ce_min_share, env_flag, fused_layer_enabled, gemv_enabled,
-                      gemv_silu_enabled)
+                      gemv_silu_enabled, rotary_kv_enabled)
 from .curves import PROJECTION_GROUPS, curve_for  # noqa: F401 -- PROJECTION_GROUPS re-exported
 
 
@@ -43,12 +44,17 @@ def layer_overhead(spec: ModelSpec, profile: HardwareProfile) -> float:
 
 def step_overhead(spec: ModelSpec, workload: Workload, profile: HardwareProfile) -> float:
     """Decode-step time outside the planned operators: layers x layer_overhead(spec, profile), and
-    for a model that norms every head's q and k (Qwen3, `spec.qk_norm`) two launches more a layer,
-    each unfused_op_overhead_s (an estimate: the overheads were fitted on models without them)."""
+    for a model that norms every head's q and k (Qwen3, `spec.qk_norm`) `qk_norm_launches` more a layer."""
     if workload.phase != "decode":
         return 0.0
-    per_layer = layer_overhead(spec, profile) + (2 * profile.unfused_op_overhead_s if spec.qk_norm else 0.0)
-    return spec.num_layers * per_layer
+    return spec.num_layers * (layer_overhead(spec, profile) + qk_norm_launches(spec) * profile.unfused_op_overhead_s)
+
+
+def qk_norm_launches(spec: ModelSpec) -> int:
+    """Launches a decode layer spends on Qwen3's q and k norms beyond the other families' layers, each
+    priced at unfused_op_overhead_s: none where they ride in the rotary + KV append launch
+    ($DAK_ROTARY_KV, the default), else two."""
+    return 2 if spec.qk_norm and not rotary_kv_enabled() else 0
 
 
 # the member set an all-HBM GEMV epilogue needs whole in HBM -> a kind its layer must have (its family), if any:

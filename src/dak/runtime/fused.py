@@ -38,6 +38,7 @@ from dak.nn.fused_proj import group_of
 from dak.nn.split_linear import SplitLinear
 from dak.runtime.fused_opt import fusable_opt_layer, opt_layer_forward, opt_layers_enabled
 from dak.runtime.kv import ROTARY_PENDING
+from dak import shares
 from dak.runtime_env import env_flag, fused_layer_enabled, interpreting
 
 RMS_NORMS = ("LlamaRMSNorm", "MistralRMSNorm", "Qwen2RMSNorm", "Qwen3RMSNorm")
@@ -113,10 +114,10 @@ def _fusable_layer_norm(mod) -> bool:
 
 
 def rotary_kv_enabled() -> bool:
-    """Unless $DAK_ROTARY_KV=0: in the engine's decode step the rotary embedding of q and k is
-    left to the "dak" attention, which applies it and appends k and v to the cache in one launch
-    (dak.kernels.rotary_append)."""
-    return env_flag("DAK_ROTARY_KV", True)
+    """Unless $DAK_ROTARY_KV=0: in the engine's decode step the rotary embedding of q and k (and
+    Qwen3's q/k norms) is left to the "dak" attention, which applies it and appends k and v to the
+    cache in one launch (dak.kernels.rotary_append)."""
+    return shares.rotary_kv_enabled()
 
 
 @contextlib.contextmanager
