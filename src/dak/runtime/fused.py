@@ -151,18 +151,15 @@ def _take_norms(q, k):
 def _wrap_rotary(hf_rotary):
     def apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1):
         q, k, norms = _take_norms(q, k)
-        if (_ON.get() and unsqueeze_dim == 1 and _runs_here(q) and rotary_ok(q, cos) and rotary_ok(k, cos)
-                and sin.shape == cos.shape and sin.stride() == cos.stride()):
-            if _DEFER_ROTARY.get() and q.shape[2] == 1 and k.shape[2] == 1 and q.shape[0] == k.shape[0]:
-                # rotated (and normed) with the KV append (dak.runtime.kv)
-                q.__dict__[ROTARY_PENDING] = (cos, sin) if norms is None else (cos, sin, norms)
-                return q, k
-            if norms is not None:
-                q, k = rms_norm(q, norms[0], norms[2]), rms_norm(k, norms[1], norms[2])
-            return rotary(q, k, cos, sin)
+        fused_ok = (_ON.get() and unsqueeze_dim == 1 and _runs_here(q) and rotary_ok(q, cos) and rotary_ok(k, cos)
+                    and sin.shape == cos.shape and sin.stride() == cos.stride())
+        if fused_ok and _DEFER_ROTARY.get() and q.shape[2] == 1 and k.shape[2] == 1 and q.shape[0] == k.shape[0]:
+            # rotated (and normed) with the KV append (dak.runtime.kv)
+            q.__dict__[ROTARY_PENDING] = (cos, sin) if norms is None else (cos, sin, norms)
+            return q, k
         if norms is not None:
             q, k = rms_norm(q, norms[0], norms[2]), rms_norm(k, norms[1], norms[2])
-        return hf_rotary(q, k, cos, sin, unsqueeze_dim)
+        return rotary(q, k, cos, sin) if fused_ok else hf_rotary(q, k, cos, sin, unsqueeze_dim)
     apply_rotary_pos_emb.dak_wraps = hf_rotary
     return apply_rotary_pos_emb
 
